@@ -1,0 +1,1 @@
+"""The elasticity core of esp, pure Python: hashing, layouts, state stores, migration, control."""

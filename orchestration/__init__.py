@@ -1,0 +1,1 @@
+"""Dagster code location and the `esp` command line; wires pipelines and elasticity together."""

@@ -1,0 +1,21 @@
+"""The `esp` command line: one Typer app with a sub-command group per area."""
+
+from __future__ import annotations
+
+import typer
+
+from orchestration.cli.bench import bench_app
+from orchestration.cli.infra import infra_app, topics_app, ui_command
+
+app = typer.Typer(
+    name="esp",
+    help="esp, the elastic stream platform: elastic Spark stream jobs over Kafka, run by Dagster.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(infra_app, name="infra")
+app.add_typer(topics_app, name="topics")
+app.add_typer(bench_app, name="bench")
+app.command("ui")(ui_command)
+
+__all__ = ["app"]
