@@ -11,7 +11,7 @@ app = typer.Typer(
     name="esp",
     help="esp, the elastic stream platform: elastic Spark stream jobs over Kafka, run by Dagster.",
     no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
+    pretty_exceptions_enable=False,
 )
 app.add_typer(infra_app, name="infra")
 app.add_typer(topics_app, name="topics")

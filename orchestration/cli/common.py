@@ -1,0 +1,31 @@
+"""What every esp command shares: the console, the --config option, clean error exits."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+from rich.console import Console
+
+console = Console()
+
+ConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--config", "-c", help="esp settings file (YAML or JSON); default: $ESP_CONFIG or built-in defaults."),
+]
+
+
+@contextmanager
+def friendly_errors() -> Iterator[None]:
+    """Turn esp's own errors into one red line and exit code 1, instead of a stack trace."""
+    from orchestration.stack.errors import StackError
+    from pipelines.kafka_topics import KafkaUnavailableError, TopicMismatchError, UnknownTopicError
+    from pipelines.settings import SettingsError
+
+    try:
+        yield
+    except (StackError, SettingsError, KafkaUnavailableError, UnknownTopicError, TopicMismatchError, ValueError) as err:
+        console.print(f"[bold red]error:[/] {err}")
+        raise typer.Exit(code=1) from None

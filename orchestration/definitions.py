@@ -1,0 +1,20 @@
+"""The esp Dagster code location: every domain's definitions merged, plus shared resources."""
+
+from __future__ import annotations
+
+from dagster import Definitions
+
+from orchestration.platform.definitions import defs as platform_defs
+from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
+
+
+def shared_resources() -> dict[str, object]:
+    settings = EspSettingsResource()
+    return {
+        "esp_settings": settings,
+        "spark": EspSparkResource(settings=settings),
+        "kafka": KafkaResource(settings=settings),
+    }
+
+
+defs = Definitions.merge(platform_defs, Definitions(resources=shared_resources()))

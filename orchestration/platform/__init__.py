@@ -1,0 +1,1 @@
+"""The platform domain: the health of the local stack as seen from Dagster."""

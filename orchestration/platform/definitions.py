@@ -1,0 +1,20 @@
+"""Platform assets: the Kafka topic inventory, observed so the UI shows the broker's state."""
+
+from dagster import AssetExecutionContext, Definitions, MaterializeResult, MetadataValue, asset
+
+from orchestration.resources import KafkaResource
+
+
+@asset(group_name="platform", description="Topics on the Kafka broker and their partition counts.")
+def kafka_topic_inventory(context: AssetExecutionContext, kafka: KafkaResource) -> MaterializeResult:
+    from pipelines.kafka_topics import topic_partition_counts
+
+    counts = topic_partition_counts(kafka.bootstrap())
+    context.log.info("broker %s has %d topics", kafka.bootstrap(), len(counts))
+    table = "\n".join(["| topic | partitions |", "|---|---|"] + [f"| {t} | {n} |" for t, n in sorted(counts.items())])
+    return MaterializeResult(
+        metadata={"topics": len(counts), "partitions": sum(counts.values()), "inventory": MetadataValue.md(table)}
+    )
+
+
+defs = Definitions(assets=[kafka_topic_inventory])

@@ -1,0 +1,60 @@
+"""Dagster resources of esp: settings, the Spark session and Kafka, each configurable in the UI."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from dagster import ConfigurableResource, InitResourceContext
+from dagster_pyspark import PySparkResource
+from pydantic import Field, PrivateAttr
+
+from pipelines.settings import EspSettings
+
+
+class EspSettingsResource(ConfigurableResource):
+    """Where esp's settings come from; every other resource reads them through this."""
+
+    config_file: Optional[str] = Field(None, description="esp settings file (YAML/JSON); default: built-in defaults.")
+
+    def load(self) -> EspSettings:
+        from pathlib import Path
+
+        from orchestration.stack.project import load_settings
+
+        return load_settings(Path(self.config_file) if self.config_file else None)
+
+
+class EspSparkResource(PySparkResource):
+    """dagster-pyspark's resource, built by esp's one session factory so the Kafka jars are on it."""
+
+    spark_config: dict[str, Any] = Field(default_factory=dict, description="Extra Spark conf, applied last.")
+    master: Optional[str] = Field(None, description="spark.master; default: the settings' (local[*]).")
+    settings: EspSettingsResource = Field(default_factory=EspSettingsResource, description="esp settings.")
+
+    _session: Any = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        from pipelines.spark_session import build_spark_session
+
+        settings = self.settings.load()
+        spark = settings.spark.model_copy(
+            update={
+                "master": self.master or settings.spark.master,
+                "conf": {**settings.spark.conf, **{k: str(v) for k, v in self.spark_config.items()}},
+            }
+        )
+        self._session = build_spark_session(settings.model_copy(update={"spark": spark}))
+
+    @property
+    def spark_session(self) -> Any:
+        return self._session
+
+
+class KafkaResource(ConfigurableResource):
+    """The Kafka cluster the streams read and write."""
+
+    bootstrap_servers: Optional[str] = Field(None, description="host:port list; default: the settings' local broker.")
+    settings: EspSettingsResource = Field(default_factory=EspSettingsResource, description="esp settings.")
+
+    def bootstrap(self) -> str:
+        return self.bootstrap_servers or self.settings.load().kafka.bootstrap_servers

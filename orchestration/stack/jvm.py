@@ -1,0 +1,70 @@
+"""Resolve esp's JVM jars from Maven Central with the project's own pom (infra/jvm)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestration.stack.errors import StackError, ToolMissingError
+
+JAR_GROUPS = ("kafka", "spark-kafka")
+
+
+@dataclass(frozen=True)
+class JvmLayout:
+    """Where the pom lives and where its jars go."""
+
+    project_root: Path
+    jars_dir: Path
+
+    @property
+    def pom(self) -> Path:
+        return self.project_root / "infra" / "jvm" / "pom.xml"
+
+    @property
+    def maven_settings(self) -> Path:
+        return self.project_root / "infra" / "jvm" / "settings.xml"
+
+    def group_dir(self, group: str) -> Path:
+        return self.jars_dir / group
+
+
+def require_tool(name: str, install_hint: str) -> str:
+    """Path of an executable on PATH, or a ToolMissingError saying what to install."""
+    found = shutil.which(name)
+    if found is None:
+        raise ToolMissingError(f"`{name}` is not on PATH; install {install_hint}")
+    return found
+
+
+def jars_present(layout: JvmLayout) -> bool:
+    return all(any(layout.group_dir(g).glob("*.jar")) for g in JAR_GROUPS)
+
+
+def ensure_jars(layout: JvmLayout, force: bool = False) -> bool:
+    """Resolve the jars unless already there; returns True when Maven ran."""
+    require_tool("java", "a Java 17+ JDK (e.g. `apt-get install openjdk-17-jdk-headless`)")
+    if jars_present(layout) and not force:
+        return False
+    mvn = require_tool("mvn", "Apache Maven (e.g. `apt-get install maven`)")
+    command = [
+        mvn, "-q", "-B", "-s", str(layout.maven_settings), "-f", str(layout.pom),
+        "package", f"-Djars.dir={layout.jars_dir}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+        raise StackError(f"Maven could not resolve esp's jars (exit {result.returncode}):\n{tail}")
+    if not jars_present(layout):
+        raise StackError(f"Maven finished but no jars appeared under {layout.jars_dir}")
+    return True
+
+
+def classpath(layout: JvmLayout, group: str) -> str:
+    """A java -cp string for one jar group."""
+    jars = sorted(layout.group_dir(group).glob("*.jar"))
+    if not jars:
+        raise StackError(f"no jars in {layout.group_dir(group)}; run `esp infra jars` first")
+    return ":".join(str(j) for j in jars)

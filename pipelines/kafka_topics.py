@@ -1,0 +1,99 @@
+"""Kafka topic administration for esp jobs: typed topic specs, idempotent creation, checks.
+
+Errors name the problem: a broker that does not answer, an unknown topic, a topic that exists
+with a different partition count.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class KafkaUnavailableError(ConnectionError):
+    """No broker answered at the bootstrap address."""
+
+
+class UnknownTopicError(LookupError):
+    """A job was pointed at a topic that does not exist."""
+
+
+class TopicMismatchError(ValueError):
+    """A topic exists but not with the partition count asked for."""
+
+
+class TopicSpec(BaseModel):
+    """One topic esp creates."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(..., min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$", description="Topic name.")
+    partitions: int = Field(4, ge=1, le=10_000, description="Number of partitions.")
+    replication_factor: int = Field(1, ge=1, description="Replicas per partition (1 on a single broker).")
+    configs: dict[str, str] = Field(default_factory=dict, description="Topic-level configs, e.g. retention.ms.")
+
+
+@contextmanager
+def admin_client(bootstrap_servers: str, timeout_s: float = 10.0) -> Iterator["KafkaAdminClient"]:  # noqa: F821
+    """A kafka-python admin client, or KafkaUnavailableError naming the address."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap_servers,
+            request_timeout_ms=int(timeout_s * 1000),
+            bootstrap_timeout_ms=int(timeout_s * 1000),
+        )
+    except (KafkaError, OSError) as err:
+        raise KafkaUnavailableError(
+            f"no Kafka broker answers at {bootstrap_servers} ({err.__class__.__name__}); is it running? try `esp infra up`"
+        ) from err
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def topic_partition_counts(bootstrap_servers: str) -> dict[str, int]:
+    """Every topic on the broker with its partition count."""
+    with admin_client(bootstrap_servers) as admin:
+        described = admin.describe_topics()
+    return {t["name"]: len(t["partitions"]) for t in described if not t["is_internal"]}
+
+
+def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec]) -> list[str]:
+    """Create the topics that do not exist yet; returns the names created.
+
+    An existing topic with the same partition count is fine; a different count is an error,
+    because keyed jobs would silently route differently.
+    """
+    existing = topic_partition_counts(bootstrap_servers)
+    for spec in specs:
+        if spec.name in existing and existing[spec.name] != spec.partitions:
+            raise TopicMismatchError(
+                f"topic {spec.name!r} exists with {existing[spec.name]} partitions, not {spec.partitions}"
+            )
+    missing = [s for s in specs if s.name not in existing]
+    if not missing:
+        return []
+    request = {
+        s.name: {"num_partitions": s.partitions, "replication_factor": s.replication_factor, "configs": s.configs}
+        for s in missing
+    }
+    with admin_client(bootstrap_servers) as admin:
+        admin.create_topics(request, wait_for_metadata=True)
+    return [s.name for s in missing]
+
+
+def require_topics(bootstrap_servers: str, names: list[str]) -> dict[str, int]:
+    """Partition counts of the named topics, or UnknownTopicError listing the missing ones."""
+    existing = topic_partition_counts(bootstrap_servers)
+    missing = sorted(set(names) - set(existing))
+    if missing:
+        raise UnknownTopicError(
+            f"unknown Kafka topic(s) {', '.join(missing)} at {bootstrap_servers}; create them with `esp topics create`"
+        )
+    return {n: existing[n] for n in names}

@@ -1,0 +1,56 @@
+"""The one Spark session factory used by every esp job, test and Dagster resource.
+
+The Kafka connector jars must be on `spark.jars` before the JVM starts, so the session is built
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from pipelines.settings import EspSettings, SparkSettings
+
+
+class MissingJarsError(RuntimeError):
+    """The Maven-resolved connector jars are not where the settings say."""
+
+
+def connector_jars(jars_dir: Path) -> list[Path]:
+    """The Spark-Kafka connector jars resolved by infra/jvm into `jars_dir/spark-kafka`."""
+    folder = jars_dir / "spark-kafka"
+    jars = sorted(folder.glob("*.jar"))
+    if not any(j.name.startswith("spark-sql-kafka") for j in jars):
+        raise MissingJarsError(
+            f"Spark's Kafka connector is missing from {folder}; run `esp infra jars` (or `make jars`) first"
+        )
+    return jars
+
+
+def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
+    """The full conf map for a session: esp's defaults, then the user's `spark.conf`."""
+    conf = {
+        "spark.master": spark.master,
+        "spark.app.name": spark.app_name,
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.ui.enabled": str(spark.ui_enabled).lower(),
+        "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
+        "spark.driver.memory": spark.driver_memory,
+        "spark.sql.session.timeZone": "UTC",
+        # Adaptive execution would coalesce the elastic stage's partitions and break the
+        # one-channel-one-task placement.
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    }
+    conf.update(spark.conf)
+    return conf
+
+
+def build_spark_session(settings: EspSettings) -> SparkSession:
+    """Get or create the process's Spark session with the Kafka connector on its classpath."""
+    builder = SparkSession.builder
+    for key, value in spark_conf(settings.spark, connector_jars(settings.jars_dir)).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
