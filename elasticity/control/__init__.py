@@ -1,0 +1,59 @@
+"""The elastic control loop: detectors, SASO controller with levels, loop, clock, simulation.
+
+Pure Python (numpy + pydantic). A Dagster sensor builds `ControlOptions` from run config, keeps
+a `LoopState` JSON in its cursor and calls `control_step(options, state, snapshot, now_s)` once
+per evaluation; `ElasticLoop` wires a `MetricsCollector`, the controller and a `Realizer` for
+long-running use; `simulation` drives the same loop on a queueing model for benchmarks.
+"""
+
+from elasticity.control.clock import Clock, ManualClock, SystemClock
+from elasticity.control.controller import ControllerState, LevelRecord, Observation, ScalingController
+from elasticity.control.decision import Action, Decision
+from elasticity.control.detectors import SignalWindows, evaluate
+from elasticity.control.levels import Levels, level_sequence
+from elasticity.control.loop import (
+    ElasticLoop,
+    LoopState,
+    MetricsCollector,
+    Realizer,
+    RecordingRealizer,
+    control_step,
+)
+from elasticity.control.options import (
+    CongestionOptions,
+    ControllerOptions,
+    ControlOptions,
+    OverloadOptions,
+    UnderloadOptions,
+)
+from elasticity.control.signals import CongestionSignal, Evaluation, MetricsSnapshot
+
+__all__ = [
+    "Action",
+    "Clock",
+    "CongestionOptions",
+    "CongestionSignal",
+    "ControlOptions",
+    "ControllerOptions",
+    "ControllerState",
+    "Decision",
+    "ElasticLoop",
+    "Evaluation",
+    "LevelRecord",
+    "Levels",
+    "LoopState",
+    "ManualClock",
+    "MetricsCollector",
+    "MetricsSnapshot",
+    "Observation",
+    "OverloadOptions",
+    "Realizer",
+    "RecordingRealizer",
+    "ScalingController",
+    "SignalWindows",
+    "SystemClock",
+    "UnderloadOptions",
+    "control_step",
+    "evaluate",
+    "level_sequence",
+]

@@ -1,0 +1,235 @@
+"""Pure detectors: eSault overload (probe latency), eSault underload (throughput vs peak), congestion (lag).
+
+Each detector is a function of its options and of a window of recent samples (rows = sampling
+periods, oldest first; columns = channels) and returns arrays of per-channel flags, so the same
+code judges 4 channels in a unit test and 1000 channels in the simulation. The windows and the
+remembered peaks live in `SignalWindows`, an immutable value that `push` advances by one
+snapshot; `evaluate` runs all detectors and returns the `Evaluation` the controller consumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from elasticity.control.options import CongestionOptions, ControlOptions, OverloadOptions, UnderloadOptions
+from elasticity.control.signals import BoolArray, CongestionSignal, Evaluation, FloatArray, MetricsSnapshot
+
+
+def late_share(latency_window: FloatArray, timeout_window: BoolArray, max_latency_s: float) -> FloatArray:
+    """Per channel, the share of probes in the window slower than MAX_LATENCY or timed out."""
+    late = (latency_window > max_latency_s) | timeout_window
+    return late.mean(axis=0)
+
+
+def overload_flags(share_late: FloatArray, periods_seen: int, options: OverloadOptions) -> BoolArray:
+    """eSault overload: a full window in which the share of late probes exceeds OVERLOAD_REACTION_FACTOR."""
+    if periods_seen < options.reaction_time:
+        return np.zeros(share_late.shape, dtype=bool)
+    return share_late > options.reaction_factor
+
+
+def draining_flags(latency_window: FloatArray, tolerance: float) -> BoolArray:
+    """Channels whose probe latency fell by at least `tolerance` over the window: they are catching up."""
+    first, last = latency_window[0], latency_window[-1]
+    return (first > 0) & (last <= first * (1.0 - tolerance))
+
+
+def update_peaks(
+    peaks: FloatArray, throughput_rps: FloatArray, any_timeout: bool, options: UnderloadOptions
+) -> FloatArray:
+    """Remember each channel's peak throughput; restart all peaks on a timeout or a clear rise.
+
+    A probe timeout means a new high-load regime, and a channel exceeding its peak by
+    `peak_reset_rise_factor` means the workload changed: in both cases the old peaks describe
+    a past workload, so every channel starts again from its current throughput (eSault).
+    """
+    clear_rise = bool(np.any((peaks >= options.min_peak_rps) & (throughput_rps > peaks * options.peak_reset_rise_factor)))
+    if any_timeout or clear_rise:
+        return throughput_rps.copy()
+    return np.maximum(peaks, throughput_rps)
+
+
+def light_share(throughput_window: FloatArray, peaks: FloatArray, low_watermark: float) -> FloatArray:
+    """Per channel, the share of periods in the window with throughput below LOW_WATERMARK x peak."""
+    return (throughput_window < low_watermark * peaks).mean(axis=0)
+
+
+def underload_flags(
+    share_light: FloatArray,
+    periods_seen: int,
+    peaks: FloatArray,
+    timed_out_recently: BoolArray,
+    options: UnderloadOptions,
+) -> BoolArray:
+    """eSault underload: in a full window, the share of light periods exceeds UNDERLOAD_REACTION_FACTOR.
+
+    A channel whose probe timed out within the overload window is never underloaded, and a
+    channel with no meaningful peak (idle since the last reset) is not judged.
+    """
+    if periods_seen < options.reaction_time:
+        return np.zeros(peaks.shape, dtype=bool)
+    return (share_light > options.reaction_factor) & (peaks >= options.min_peak_rps) & ~timed_out_recently
+
+
+def congestion_signal(lag_window: FloatArray, input_rate_rps: float, options: CongestionOptions) -> CongestionSignal:
+    """Gedik's congestion index from total Kafka lag over the window.
+
+    The index is the larger of (a) the share of periods in which lag grew by more than
+    `growth_tolerance_s` seconds of input and (b) a bound term that reaches `threshold` exactly
+    when the lag equals `max_lag_s` seconds of input. A lag that is draining does not count
+    under (b): the stage is already catching up, scaling again would overshoot.
+    """
+    rate = max(input_rate_rps, 1e-9)
+    tolerance = options.growth_tolerance_s * rate
+    growth = np.diff(lag_window) > tolerance
+    growth_share = float(growth.mean()) if growth.size else 0.0
+    lag_now = float(lag_window[-1])
+    lag_s = lag_now / rate
+    first = float(lag_window[0])
+    draining = first > 0 and lag_now <= first * (1.0 - options.drain_tolerance)
+    bound_term = 0.0 if draining else min(1.0, options.threshold * lag_s / options.max_lag_s)
+    index = max(growth_share, bound_term)
+    return CongestionSignal(
+        index=index, congested=index >= options.threshold, lag_s=lag_s, growth_share=growth_share, draining=draining
+    )
+
+
+def _push_row(window: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Append `row` as the newest row of a fixed-height window, dropping the oldest."""
+    return np.concatenate([window[1:], row[np.newaxis, ...]], axis=0)
+
+
+@dataclass(frozen=True)
+class SignalWindows:
+    """The detectors' memory: sliding windows since the last layout change, plus peaks.
+
+    `periods_seen` counts samples since the last reset (capped by nothing; windows simply
+    hold the last rows). Arrays are never mutated in place: `push` returns a new value.
+    """
+
+    channels: int
+    layout_epoch: int
+    periods_seen: int
+    latency: FloatArray  # [overload.reaction_time, channels]
+    timed_out: BoolArray  # [overload.reaction_time, channels]
+    throughput: FloatArray  # [underload.reaction_time, channels]
+    lag: FloatArray  # [congestion.window]
+    input_rate: FloatArray  # [warmup_periods]
+    peaks: FloatArray  # [channels]
+
+    @classmethod
+    def empty(cls, channels: int, layout_epoch: int, options: ControlOptions) -> SignalWindows:
+        return cls(
+            channels=channels,
+            layout_epoch=layout_epoch,
+            periods_seen=0,
+            latency=np.zeros((options.overload.reaction_time, channels)),
+            timed_out=np.zeros((options.overload.reaction_time, channels), dtype=bool),
+            throughput=np.zeros((options.underload.reaction_time, channels)),
+            lag=np.zeros(options.congestion.window),
+            input_rate=np.zeros(options.warmup_periods),
+            peaks=np.zeros(channels),
+        )
+
+    def matches(self, snapshot: MetricsSnapshot) -> bool:
+        """Whether the snapshot belongs to the same layout (same channel count and epoch)."""
+        return self.channels == snapshot.channels and self.layout_epoch == snapshot.layout_epoch
+
+    def push(self, snapshot: MetricsSnapshot, options: UnderloadOptions) -> SignalWindows:
+        return SignalWindows(
+            channels=self.channels,
+            layout_epoch=self.layout_epoch,
+            periods_seen=self.periods_seen + 1,
+            latency=_push_row(self.latency, snapshot.probe_latency_s),
+            timed_out=_push_row(self.timed_out, snapshot.probe_timed_out),
+            throughput=_push_row(self.throughput, snapshot.throughput_rps),
+            lag=_push_row(self.lag, np.array(snapshot.total_lag_records)),
+            input_rate=_push_row(self.input_rate, np.array(snapshot.input_rate_rps)),
+            peaks=update_peaks(self.peaks, snapshot.throughput_rps, bool(snapshot.probe_timed_out.any()), options),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "channels": self.channels,
+            "layout_epoch": self.layout_epoch,
+            "periods_seen": self.periods_seen,
+            "latency": self.latency.tolist(),
+            "timed_out": self.timed_out.tolist(),
+            "throughput": self.throughput.tolist(),
+            "lag": self.lag.tolist(),
+            "input_rate": self.input_rate.tolist(),
+            "peaks": self.peaks.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], options: ControlOptions) -> SignalWindows:
+        channels = int(data["channels"])
+        windows = cls(
+            channels=channels,
+            layout_epoch=int(data["layout_epoch"]),
+            periods_seen=int(data["periods_seen"]),
+            latency=np.asarray(data["latency"], dtype=np.float64).reshape(-1, channels),
+            timed_out=np.asarray(data["timed_out"], dtype=bool).reshape(-1, channels),
+            throughput=np.asarray(data["throughput"], dtype=np.float64).reshape(-1, channels),
+            lag=np.asarray(data["lag"], dtype=np.float64),
+            input_rate=np.asarray(data["input_rate"], dtype=np.float64),
+            peaks=np.asarray(data["peaks"], dtype=np.float64),
+        )
+        expected = cls.empty(channels, windows.layout_epoch, options)
+        if any(
+            getattr(windows, name).shape != getattr(expected, name).shape
+            for name in ("latency", "timed_out", "throughput", "lag", "input_rate", "peaks")
+        ):
+            # The options changed the window sizes since the state was saved: start afresh.
+            return expected
+        return windows
+
+
+def evaluate(
+    windows: SignalWindows | None, snapshot: MetricsSnapshot, options: ControlOptions
+) -> tuple[SignalWindows, Evaluation]:
+    """Advance the windows by one snapshot and run every detector on them.
+
+    A snapshot of a different layout (channel count or epoch changed) restarts the windows:
+    measurements of the old layout say nothing about the new channels.
+    """
+    if windows is None or not windows.matches(snapshot):
+        windows = SignalWindows.empty(snapshot.channels, snapshot.layout_epoch, options)
+    windows = windows.push(snapshot, options.underload)
+    seen = windows.periods_seen
+
+    share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
+    draining = draining_flags(windows.latency, options.congestion.drain_tolerance)
+    overloaded = overload_flags(share_late, seen, options.overload) & ~draining
+    timed_out_recently = windows.timed_out.any(axis=0)
+    share_light = light_share(windows.throughput, windows.peaks, options.underload.low_watermark)
+    underloaded = underload_flags(share_light, seen, windows.peaks, timed_out_recently, options.underload)
+    congestion = congestion_signal(windows.lag, snapshot.input_rate_rps, options.congestion)
+
+    # The median of the recent stage throughputs: one period hit by a rescale pause must not
+    # make P5 believe that scaling up lost throughput.
+    filled_up = max(1, min(seen, options.overload.reaction_time, options.congestion.window))
+    recent_throughput = np.median(windows.throughput[-filled_up:].sum(axis=1))
+    evaluation = Evaluation(
+        time_s=snapshot.time_s,
+        channels=snapshot.channels,
+        layout_epoch=snapshot.layout_epoch,
+        ready_up=seen >= max(options.overload.reaction_time, options.congestion.window),
+        ready_down=seen >= options.warmup_periods,
+        overloaded=overloaded,
+        underloaded=underloaded,
+        late_share=share_late,
+        light_share=share_light,
+        latest_latency_s=snapshot.probe_latency_s,
+        latest_throughput_rps=snapshot.throughput_rps,
+        total_throughput_rps=float(recent_throughput),
+        input_rate_rps=snapshot.input_rate_rps,
+        recent_max_input_rate_rps=float(windows.input_rate[-min(seen, windows.input_rate.size):].max()),
+        total_lag_records=snapshot.total_lag_records,
+        congestion=congestion,
+        timeout_in_window=bool(timed_out_recently.any()),
+    )
+    return windows, evaluation

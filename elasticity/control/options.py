@@ -1,0 +1,149 @@
+"""Typed, documented options of the elastic control loop, each with a default.
+
+Like flink-autoscaler's `AutoScalerOptions`, every knob of the detectors and of the controller
+lives here as a pydantic field with a default and a description, so that a Dagster sensor can
+build the whole loop from run config (`ControlOptions.model_validate(config_dict)`) and the
+documentation of a knob is next to its value. Times are in seconds; windows are counted in
+sampling periods (one period = one probe round = one loop tick).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OverloadOptions(_Options):
+    """eSault's overload detection by probe latency, per channel."""
+
+    max_latency_s: float = Field(1.0, gt=0, description="MAX_LATENCY: a probe slower than this counts as late.")
+    probe_period_s: float = Field(1.0, gt=0, description="PROBE_PERIOD: time between two probe rounds (one sampling period).")
+    probe_timeout_s: float = Field(
+        5.0, gt=0, description="A probe not back after this long is a timeout (it counts as late and resets underload peaks)."
+    )
+    reaction_time: int = Field(
+        3, ge=1, description="OVERLOAD_REACTION_TIME: number of sampling periods the overload window spans."
+    )
+    reaction_factor: float = Field(
+        0.5, ge=0, lt=1, description="OVERLOAD_REACTION_FACTOR: overloaded when the share of late probes in the window exceeds this."
+    )
+
+
+class UnderloadOptions(_Options):
+    """eSault's underload detection by throughput against the remembered peak, per channel."""
+
+    low_watermark: float = Field(
+        0.6, gt=0, lt=1, description="LOW_WATERMARK: a period is light when throughput < LOW_WATERMARK x the channel's peak."
+    )
+    reaction_time: int = Field(
+        5, ge=1, description="UNDERLOAD_REACTION_TIME: number of sampling periods the underload window spans."
+    )
+    reaction_factor: float = Field(
+        0.6, ge=0, lt=1, description="UNDERLOAD_REACTION_FACTOR: underloaded when the share of light periods exceeds this."
+    )
+    peak_reset_rise_factor: float = Field(
+        1.25,
+        gt=1,
+        description="A channel whose throughput exceeds its peak by this factor marks a workload rise: all peaks restart "
+        "from the current throughputs (eSault's 'clear rise in throughput').",
+    )
+    min_peak_rps: float = Field(
+        1.0, ge=0, description="Peaks below this (records/s) are ignored: an idle channel is not 'under' anything."
+    )
+
+
+class CongestionOptions(_Options):
+    """Congestion from Kafka lag, expressed as Gedik's congestion index in [0, 1]."""
+
+    window: int = Field(3, ge=2, description="Number of sampling periods over which lag growth is judged.")
+    growth_tolerance_s: float = Field(
+        0.05,
+        ge=0,
+        description="Lag must grow by more than this many seconds of input (at the current input rate) in a period to "
+        "count as growing; absorbs noise.",
+    )
+    max_lag_s: float = Field(
+        3.0, gt=0, description="Lag above this many seconds of input is congestion even if it is flat (not if it drains)."
+    )
+    threshold: float = Field(0.6, gt=0, le=1, description="Congested when the congestion index is at least this.")
+    drain_tolerance: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="Lag (or a channel's probe latency) that shrank by at least this share over the window is draining: "
+        "the stage is catching up after a rescale and is not reported as congested/overloaded again.",
+    )
+
+
+class ControllerOptions(_Options):
+    """Gedik et al.'s SASO controller with levels, plus targeted split/merge and bounds."""
+
+    min_channels: int = Field(1, ge=1, description="Never fewer channels than this.")
+    max_channels: int = Field(64, ge=1, description="Never more channels than this.")
+    cooldown_s: float = Field(5.0, ge=0, description="No decision until this long after the last rescale decision.")
+    throughput_change_factor: float = Field(
+        0.15,
+        gt=0,
+        lt=1,
+        description="P3/P4: a relative throughput change above this at the same level is a workload change.",
+    )
+    min_gain_factor: float = Field(
+        0.1,
+        ge=0,
+        description="P1/P5: scaling up 'raised throughput' only if the throughput grew by more than this share.",
+    )
+    scale_out_utilization: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description="P6 rapid scaling: when congested, jump to the smallest level whose estimated utilization "
+        "(input rate / (channels x per-channel capacity)) is at most this.",
+    )
+    scale_in_utilization: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description="P2 with a known capacity: scale in only to a level whose estimated utilization is at most this. "
+        "Must not exceed scale_out_utilization; the band between it and congestion (utilization ~1) is where no "
+        "decision is taken, like Heron's high/low watermarks.",
+    )
+    skew_max_share: float = Field(
+        0.25,
+        gt=0,
+        lt=1,
+        description="Split instead of scaling out when the overloaded channels are at most this share of all channels "
+        "(and at least one channel is not overloaded): the congestion is key skew, not load.",
+    )
+    merge_max_share: float = Field(
+        0.25,
+        gt=0,
+        lt=1,
+        description="Merge an underloaded channel into its ring neighbours only when the underloaded channels are at most "
+        "this share (otherwise the whole stage is light and P2 applies).",
+    )
+    enable_split_merge: bool = Field(True, description="Allow targeted split/merge (off: levels only, as in Gedik).")
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> ControllerOptions:
+        if self.min_channels > self.max_channels:
+            raise ValueError(f"min_channels {self.min_channels} > max_channels {self.max_channels}")
+        if self.scale_in_utilization > self.scale_out_utilization:
+            raise ValueError("scale_in_utilization must not exceed scale_out_utilization (no hysteresis band otherwise)")
+        return self
+
+
+class ControlOptions(_Options):
+    """Everything the loop needs; build it from a plain dict (e.g. Dagster run config)."""
+
+    overload: OverloadOptions = Field(default_factory=OverloadOptions, description="Overload detector options.")
+    underload: UnderloadOptions = Field(default_factory=UnderloadOptions, description="Underload detector options.")
+    congestion: CongestionOptions = Field(default_factory=CongestionOptions, description="Congestion detector options.")
+    controller: ControllerOptions = Field(default_factory=ControllerOptions, description="Controller options.")
+
+    @property
+    def warmup_periods(self) -> int:
+        """Sampling periods after a layout change before every detector window is full again."""
+        return max(self.overload.reaction_time, self.underload.reaction_time, self.congestion.window)

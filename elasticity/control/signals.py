@@ -1,0 +1,154 @@
+"""The data that flows through the loop: the per-tick metrics snapshot and the evaluated signals.
+
+`MetricsSnapshot` is what a `MetricsCollector` returns once per sampling period (the real
+collector reads probes, progress events and Kafka offsets; the simulation computes the same
+fields from its queueing model). `Evaluation` is what the evaluator derives from the recent
+snapshots with the detectors, and the only input of the controller. Per-channel values are
+numpy arrays indexed by channel id 0..channels-1 so that 1000 channels cost microseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+def _as_float_array(values: Sequence[float] | FloatArray) -> FloatArray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"expected a 1-d sequence, got shape {array.shape}")
+    return array
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """One sampling period of metrics, as the collector sees it.
+
+    probe_latency_s: latency of this period's probe per channel (a timed-out probe may carry any
+        value; `probe_timed_out` is authoritative).
+    probe_timed_out: whether the channel's probe did not come back within the probe timeout.
+    throughput_rps: records the channel processed per second since the previous probe.
+    input_rate_rps: records per second produced into the input topic (from broker end offsets).
+    lag_records: per Kafka partition, broker end offset minus the query's committed end offset.
+    layout_epoch: epoch of the partition layout the channels belong to; a change resets windows.
+    """
+
+    time_s: float
+    probe_latency_s: FloatArray
+    probe_timed_out: BoolArray
+    throughput_rps: FloatArray
+    input_rate_rps: float
+    lag_records: FloatArray
+    layout_epoch: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        time_s: float,
+        probe_latency_s: Sequence[float] | FloatArray,
+        throughput_rps: Sequence[float] | FloatArray,
+        input_rate_rps: float,
+        lag_records: Sequence[float] | FloatArray,
+        probe_timed_out: Sequence[bool] | BoolArray | None = None,
+        layout_epoch: int = 0,
+    ) -> MetricsSnapshot:
+        """Build from plain sequences (what a real collector has), checking that lengths agree."""
+        latency = _as_float_array(probe_latency_s)
+        throughput = _as_float_array(throughput_rps)
+        if latency.shape != throughput.shape:
+            raise ValueError(f"{latency.size} probe latencies but {throughput.size} throughputs")
+        if latency.size == 0:
+            raise ValueError("a snapshot needs at least one channel")
+        timed_out = (
+            np.zeros(latency.size, dtype=bool) if probe_timed_out is None else np.asarray(probe_timed_out, dtype=bool)
+        )
+        if timed_out.shape != latency.shape:
+            raise ValueError(f"{timed_out.size} timeout flags for {latency.size} channels")
+        return cls(
+            time_s=float(time_s),
+            probe_latency_s=latency,
+            probe_timed_out=timed_out,
+            throughput_rps=throughput,
+            input_rate_rps=float(input_rate_rps),
+            lag_records=_as_float_array(lag_records),
+            layout_epoch=int(layout_epoch),
+        )
+
+    @property
+    def channels(self) -> int:
+        return int(self.probe_latency_s.size)
+
+    @property
+    def total_lag_records(self) -> float:
+        return float(self.lag_records.sum())
+
+    @property
+    def total_throughput_rps(self) -> float:
+        return float(self.throughput_rps.sum())
+
+
+@dataclass(frozen=True)
+class CongestionSignal:
+    """Gedik's congestion index derived from Kafka lag: `index` in [0, 1] and `congested`."""
+
+    index: float
+    congested: bool
+    lag_s: float
+    growth_share: float
+    draining: bool
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What the detectors concluded for one tick; the controller's only input.
+
+    ready_up: the overload and congestion windows are full since the last layout change, so
+        scale-out/split decisions may be taken. ready_down: the underload window is full too, so
+        scale-in/merge decisions may be taken (deliberately later: shrinking is never urgent).
+    recent_max_input_rate_rps: the highest input rate of the last `warmup_periods` periods;
+        scale-in sizes for it, so one quiet period does not shrink the stage.
+    overloaded: per channel, eSault overload AND its latency is not draining (a channel
+        catching up after a rescale is not asked to split again).
+    """
+
+    time_s: float
+    channels: int
+    layout_epoch: int
+    ready_up: bool
+    ready_down: bool
+    overloaded: BoolArray
+    underloaded: BoolArray
+    late_share: FloatArray
+    light_share: FloatArray
+    latest_latency_s: FloatArray
+    latest_throughput_rps: FloatArray
+    total_throughput_rps: float
+    input_rate_rps: float
+    recent_max_input_rate_rps: float
+    total_lag_records: float
+    congestion: CongestionSignal
+    timeout_in_window: bool
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def overloaded_channels(self) -> list[int]:
+        return [int(c) for c in np.flatnonzero(self.overloaded)]
+
+    @property
+    def underloaded_channels(self) -> list[int]:
+        return [int(c) for c in np.flatnonzero(self.underloaded)]
+
+    @property
+    def congested(self) -> bool:
+        """Congestion as the controller sees it: lag congestion, or any channel persistently overloaded.
+
+        Probe latency is the SLO; waiting for lag to cross its bound would let latency breach it.
+        """
+        return self.congestion.congested or bool(self.overloaded.any())
