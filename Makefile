@@ -1,0 +1,59 @@
+# esp — two commands on a fresh machine: `make demo` and `make test`.
+# Everything installs into .venv/ at the repo root; JVM jars into .esp/jars (both ignored).
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+ESP := $(BIN)/esp
+STAMP := $(VENV)/.installed
+JARS_STAMP := .esp/jars/.resolved
+PYTEST_ARGS ?=
+
+export GX_ANALYTICS_ENABLED := false
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: install jars test test-unit test-integration demo demo-stop ui clean help
+
+help:
+	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
+	@echo "make test   install and run all tests (unit, integration on the real broker and Spark, Dagster)"
+
+$(VENV)/bin/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
+	$(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev]'
+	@touch $@
+
+install: $(STAMP)
+
+$(JARS_STAMP): infra/jvm/pom.xml infra/jvm/kafka-broker/pom.xml infra/jvm/spark-kafka/pom.xml | $(STAMP)
+	@command -v java >/dev/null 2>&1 || { echo "error: java not found; install a Java 17 JDK (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	@command -v mvn >/dev/null 2>&1 || { echo "error: mvn not found; install Apache Maven (apt-get install maven)"; exit 1; }
+	$(ESP) infra jars
+	@touch $@
+
+jars: $(JARS_STAMP)
+
+test: install jars
+	bash tests/run_all.sh $(PYTEST_ARGS)
+
+test-unit: install
+	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
+
+test-integration: install jars
+	$(BIN)/python -m pytest tests/integration -q $(PYTEST_ARGS)
+
+demo: install jars
+	bash infra/demo.sh
+
+demo-stop:
+	bash infra/demo.sh stop
+
+ui: install jars
+	$(ESP) ui
+
+clean:
+	rm -rf $(VENV) .esp .pytest_cache .hypothesis

@@ -1,0 +1,137 @@
+"""The durable form of one channel's state: per-version changelogs plus occasional snapshots.
+
+`FileHistory` keeps them on any `pyarrow.fs` filesystem:
+
+    <base>/changelog/b<batch+1>-m<epoch>.arrow   Arrow IPC, one per committed batch or migration
+    <base>/snapshot/b<batch+1>-m<epoch>.parquet  full state at that version, hash-sorted
+
+every file published by write-temp-then-rename, so a reader never sees half a record.
+`MemoryHistory` is the same contract in a dict (for the in-memory store and tests). Restoring
+version v = newest snapshot <= v, then every changelog in (snapshot, v], in order.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import pyarrow as pa
+
+from elasticity.state.files import Location
+from elasticity.state.records import Version
+
+
+class History(Protocol):
+    """Append-only, versioned record of one channel's changes."""
+
+    def write_changelog(self, version: Version, changes: pa.Table) -> None: ...
+
+    def changelog_versions(self) -> list[Version]: ...
+
+    def read_changelog(self, version: Version) -> pa.Table: ...
+
+    def remove_changelog(self, version: Version) -> None: ...
+
+    def write_snapshot(self, version: Version, entries: pa.Table) -> None: ...
+
+    def snapshot_versions(self) -> list[Version]: ...
+
+    def read_snapshot(self, version: Version) -> pa.Table: ...
+
+    def remove_snapshot(self, version: Version) -> None: ...
+
+    def destroy(self) -> None: ...
+
+
+def latest_version(history: History) -> Version | None:
+    """The newest version anything durable describes, or None for a channel with no history."""
+    versions = history.changelog_versions() + history.snapshot_versions()
+    return max(versions) if versions else None
+
+
+def prune(history: History, keep_snapshots: int = 2) -> None:
+    """Drop snapshots beyond the newest `keep_snapshots` and changelogs they make redundant."""
+    snapshots = history.snapshot_versions()
+    if len(snapshots) <= keep_snapshots:
+        return
+    kept = snapshots[-keep_snapshots:]
+    for old in snapshots[:-keep_snapshots]:
+        history.remove_snapshot(old)
+    for version in history.changelog_versions():
+        if version <= kept[0]:
+            history.remove_changelog(version)
+
+
+class MemoryHistory:
+    """History held in process memory: same contract, no durability across processes."""
+
+    def __init__(self) -> None:
+        self._changelogs: dict[Version, pa.Table] = {}
+        self._snapshots: dict[Version, pa.Table] = {}
+
+    def write_changelog(self, version: Version, changes: pa.Table) -> None:
+        self._changelogs[version] = changes
+
+    def changelog_versions(self) -> list[Version]:
+        return sorted(self._changelogs)
+
+    def read_changelog(self, version: Version) -> pa.Table:
+        return self._changelogs[version]
+
+    def remove_changelog(self, version: Version) -> None:
+        self._changelogs.pop(version, None)
+
+    def write_snapshot(self, version: Version, entries: pa.Table) -> None:
+        self._snapshots[version] = entries
+
+    def snapshot_versions(self) -> list[Version]:
+        return sorted(self._snapshots)
+
+    def read_snapshot(self, version: Version) -> pa.Table:
+        return self._snapshots[version]
+
+    def remove_snapshot(self, version: Version) -> None:
+        self._snapshots.pop(version, None)
+
+    def destroy(self) -> None:
+        self._changelogs.clear()
+        self._snapshots.clear()
+
+
+class FileHistory:
+    """History as Arrow IPC changelogs and Parquet snapshots under one directory."""
+
+    def __init__(self, base: Location) -> None:
+        self.base = base
+        self._changelog = base.child("changelog")
+        self._snapshot = base.child("snapshot")
+
+    @classmethod
+    def at(cls, uri_or_path: str) -> FileHistory:
+        return cls(Location.of(uri_or_path))
+
+    def write_changelog(self, version: Version, changes: pa.Table) -> None:
+        self._changelog.publish_ipc(f"{version.name()}.arrow", changes)
+
+    def changelog_versions(self) -> list[Version]:
+        return [Version.parse(n) for n in self._changelog.names() if n.endswith(".arrow")]
+
+    def read_changelog(self, version: Version) -> pa.Table:
+        return self._changelog.read_ipc(f"{version.name()}.arrow")
+
+    def remove_changelog(self, version: Version) -> None:
+        self._changelog.delete_file(f"{version.name()}.arrow")
+
+    def write_snapshot(self, version: Version, entries: pa.Table) -> None:
+        self._snapshot.publish_parquet(f"{version.name()}.parquet", entries)
+
+    def snapshot_versions(self) -> list[Version]:
+        return [Version.parse(n) for n in self._snapshot.names() if n.endswith(".parquet")]
+
+    def read_snapshot(self, version: Version) -> pa.Table:
+        return self._snapshot.read_parquet(f"{version.name()}.parquet")
+
+    def remove_snapshot(self, version: Version) -> None:
+        self._snapshot.delete_file(f"{version.name()}.parquet")
+
+    def destroy(self) -> None:
+        self.base.delete_tree()

@@ -1,0 +1,127 @@
+"""RocksDB `StateStore` (via rocksdict): an executor-local working set whose durable form is
+the `FileHistory` of per-batch changelogs and snapshots.
+
+RocksDB keys are `8-byte big-endian (hash XOR sign bit) + UTF-8 key`, so entries sit in hash
+order and the entries of a hash range — what a migration donates — are one contiguous scan.
+The committed version lives under the empty key (which sorts before every entry) and is
+written in the same `WriteBatch` as the changes it describes, so a crash never leaves state
+and version disagreeing. UTF-8 never contains 0xFF, which bounds the key space for
+`delete_range`.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from rocksdict import Options, Rdict, WriteBatch
+
+from elasticity.hashing import hash_str
+from elasticity.state.codecs import ValueCodec
+from elasticity.state.history import History
+from elasticity.state.records import INITIAL_VERSION, Version, entries_table
+from elasticity.state.store import HashRanges, KeyHasher, StateStore
+
+_META_KEY = b""
+_META = struct.Struct("<qq")
+_SIGN = np.uint64(1 << 63)
+_FIRST_ENTRY = b"\x00" * 8
+_PAST_LAST_ENTRY = b"\xff" * 9
+
+
+def _prefix(key_hash: int) -> bytes:
+    return (key_hash + (1 << 63)).to_bytes(8, "big")
+
+
+def _encode_keys(hashes: np.ndarray, keys: list[str]) -> list[bytes]:
+    prefixes = (np.asarray(hashes, dtype=np.int64).view(np.uint64) ^ _SIGN).astype(">u8").tobytes()
+    return [prefixes[8 * i : 8 * i + 8] + k.encode("utf-8") for i, k in enumerate(keys)]
+
+
+def _decode_hashes(rkeys: list[bytes]) -> np.ndarray:
+    joined = b"".join(k[:8] for k in rkeys)
+    return (np.frombuffer(joined, dtype=">u8").astype(np.uint64) ^ _SIGN).view(np.int64)
+
+
+def default_options() -> Options:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    return options
+
+
+class RocksStore(StateStore):
+    """One channel's state in a local RocksDB directory, synced from its durable history."""
+
+    def __init__(
+        self,
+        channel: int,
+        codec: ValueCodec[Any],
+        history: History,
+        local_path: str,
+        key_hasher: KeyHasher = hash_str,
+        options: Options | None = None,
+    ) -> None:
+        super().__init__(channel, codec, history, key_hasher)
+        self.local_path = local_path
+        self._options = options if options is not None else default_options()
+        self._db: Rdict | None = Rdict(local_path, self._options)
+        self.sync()
+
+    @property
+    def db(self) -> Rdict:
+        if self._db is None:
+            raise RuntimeError(f"RocksStore for channel {self.channel} is closed")
+        return self._db
+
+    def _get_raw(self, key_hash: int, key: str) -> bytes | None:
+        return self.db.get(_prefix(key_hash) + key.encode("utf-8"))
+
+    def _apply(self, changes: pa.Table, version: Version) -> None:
+        batch = WriteBatch(raw_mode=True)
+        rkeys = _encode_keys(changes["hash"].to_numpy(), changes["key"].to_pylist())
+        for rkey, value in zip(rkeys, changes["value"].to_pylist()):
+            if value is None:
+                batch.delete(rkey)
+            else:
+                batch.put(rkey, value)
+        batch.put(_META_KEY, _META.pack(version.batch, version.migration))
+        self.db.write(batch)
+
+    def _scan(self, ranges: HashRanges | None) -> pa.Table:
+        bounds = [(_FIRST_ENTRY, None)] if ranges is None else [(_prefix(s), _prefix(e)) for s, e in ranges]
+        rkeys: list[bytes] = []
+        values: list[bytes] = []
+        for low, high in bounds:
+            for rkey, value in self.db.items(from_key=low):
+                if high is not None and rkey[:8] > high:
+                    break
+                rkeys.append(rkey)
+                values.append(value)
+        keys = [k[8:].decode("utf-8") for k in rkeys]
+        return entries_table(_decode_hashes(rkeys), keys, values)
+
+    def _replace(self, entries: pa.Table, version: Version) -> None:
+        batch = WriteBatch(raw_mode=True)
+        batch.delete_range(_FIRST_ENTRY, _PAST_LAST_ENTRY)
+        rkeys = _encode_keys(entries["hash"].to_numpy(), entries["key"].to_pylist())
+        for rkey, value in zip(rkeys, entries["value"].to_pylist()):
+            batch.put(rkey, value)
+        batch.put(_META_KEY, _META.pack(version.batch, version.migration))
+        self.db.write(batch)
+
+    def _count(self) -> int:
+        return sum(1 for _ in self.db.keys(from_key=_FIRST_ENTRY))
+
+    def _working_version(self) -> Version:
+        raw = self.db.get(_META_KEY)
+        return INITIAL_VERSION if raw is None else Version(*_META.unpack(raw))
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _drop_working_set(self) -> None:
+        Rdict.destroy(self.local_path, self._options)

@@ -1,0 +1,349 @@
+"""The partitioned keyed state store: one `StateStore` per channel, written in versioned batches.
+
+Every change goes through a `Transaction` with an explicit state machine (quix-streams style):
+
+    STARTED --prepare--> PREPARED --commit--> COMPLETE
+       \\________________\\--abort/error--> FAILED
+
+`prepare` makes the changes durable (a changelog record in the store's `History`); `commit`
+applies them to the working set (dict or RocksDB) together with the new version, atomically.
+A crash between the two is repaired by `sync()` on the next open, which replays durable
+records the working set lacks. `begin(batch_id)` for a batch id already committed returns a
+*replay* transaction whose writes are ignored: re-running a batch after a failure is a no-op,
+which together with Spark's Kafka offsets gives exactly-once state.
+
+Keys are strings hashed with `elasticity.hashing.hash_str` (Spark's `xxhash64` of a string
+column) unless the store is given another `key_hasher`, or the caller passes the hash it
+already has (`key_hash=`, e.g. computed in the JVM). Values are encoded by the store's
+`ValueCodec`. Implementations provide six primitives (`_get_raw`, `_apply`, `_scan`,
+`_replace`, `_count`, `_working_version`); everything else is shared and tested once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from enum import Enum
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from elasticity.hashing import hash_str
+from elasticity.state.codecs import ValueCodec
+from elasticity.state.history import History, latest_version, prune
+from elasticity.state.records import (
+    INITIAL_VERSION,
+    Version,
+    as_deletions,
+    concat_entries,
+    empty_entries,
+    entries_table,
+)
+
+KeyHasher = Callable[[str], int]
+HashRanges = Sequence[tuple[int, int]]
+
+
+class TxState(Enum):
+    STARTED = "started"
+    PREPARED = "prepared"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+_ALLOWED: dict[TxState, frozenset[TxState]] = {
+    TxState.STARTED: frozenset({TxState.PREPARED, TxState.FAILED}),
+    TxState.PREPARED: frozenset({TxState.COMPLETE, TxState.FAILED}),
+    TxState.COMPLETE: frozenset(),
+    TxState.FAILED: frozenset(),
+}
+
+
+class TransactionStateError(RuntimeError):
+    """An operation the transaction's current state does not allow."""
+
+
+class StateStoreError(RuntimeError):
+    """A store asked for something its history cannot give (e.g. a pruned version)."""
+
+
+class Transaction:
+    """The changes of one batch (or one migration step) to one channel."""
+
+    def __init__(self, store: StateStore, version: Version, replay: bool) -> None:
+        self.store = store
+        self.version = version
+        self.is_replay = replay
+        self._state = TxState.STARTED
+        self._single: dict[tuple[int, str], bytes | None] = {}
+        self._bulk: list[pa.Table] = []
+        self._changes: pa.Table | None = None
+
+    @property
+    def state(self) -> TxState:
+        return self._state
+
+    def _move(self, target: TxState) -> None:
+        if target not in _ALLOWED[self._state]:
+            raise TransactionStateError(f"transaction {self.version} cannot go {self._state.value} -> {target.value}")
+        self._state = target
+        if target in (TxState.COMPLETE, TxState.FAILED):
+            self.store._release(self)
+
+    def _writable(self) -> None:
+        if self._state is not TxState.STARTED:
+            raise TransactionStateError(f"transaction {self.version} is {self._state.value}; writes need STARTED")
+
+    # ---- writes ---------------------------------------------------------------------------
+    def put(self, key: str, value: Any, *, key_hash: int | None = None) -> None:
+        self._writable()
+        self._single[(self.store.hash_of(key, key_hash), key)] = self.store.codec.encode(value)
+
+    def delete(self, key: str, *, key_hash: int | None = None) -> None:
+        self._writable()
+        self._single[(self.store.hash_of(key, key_hash), key)] = None
+
+    def put_entries(self, entries: pa.Table) -> None:
+        """Bulk upsert of already-encoded (hash, key, value) rows; applied before single writes."""
+        self._writable()
+        self._bulk.append(entries)
+
+    def delete_entries(self, entries: pa.Table) -> None:
+        """Bulk delete of the (hash, key) rows of `entries`; applied before single writes."""
+        self._writable()
+        self._bulk.append(as_deletions(entries))
+
+    def get(self, key: str, *, key_hash: int | None = None) -> Any:
+        """Read-your-writes for single writes; otherwise the committed value."""
+        h = self.store.hash_of(key, key_hash)
+        if (h, key) in self._single:
+            raw = self._single[(h, key)]
+            return None if raw is None else self.store.codec.decode(raw)
+        return self.store.get(key, key_hash=h)
+
+    def changes(self) -> pa.Table:
+        """Every change as one changelog table (null value = delete), in application order."""
+        if self._changes is None:
+            single = entries_table(
+                [h for h, _ in self._single], [k for _, k in self._single], list(self._single.values())
+            )
+            self._changes = concat_entries([*self._bulk, single])
+        return self._changes
+
+    # ---- state machine --------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Make the changes durable (no effect on what readers see yet)."""
+        if self._state is not TxState.STARTED:
+            raise TransactionStateError(f"cannot prepare a {self._state.value} transaction")
+        try:
+            if not self.is_replay:
+                self.store.history.write_changelog(self.version, self.changes())
+        except BaseException:
+            self._move(TxState.FAILED)
+            raise
+        self._move(TxState.PREPARED)
+
+    def commit(self) -> None:
+        """Prepare if needed, then apply to the working set with the new version."""
+        if self._state is TxState.STARTED:
+            self.prepare()
+        if self._state is not TxState.PREPARED:
+            raise TransactionStateError(f"cannot commit a {self._state.value} transaction")
+        try:
+            if not self.is_replay:
+                self.store._apply(self.changes(), self.version)
+        except BaseException:
+            self._fail_prepared()
+            raise
+        self._move(TxState.COMPLETE)
+
+    def abort(self) -> None:
+        """Give up; a prepared record is withdrawn so no later sync replays it."""
+        if self._state is TxState.PREPARED:
+            self._fail_prepared()
+        elif self._state is TxState.STARTED:
+            self._move(TxState.FAILED)
+        else:
+            raise TransactionStateError(f"cannot abort a {self._state.value} transaction")
+
+    def _fail_prepared(self) -> None:
+        if not self.is_replay:
+            self.store.history.remove_changelog(self.version)
+        self._move(TxState.FAILED)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.commit()
+        elif self._state in (TxState.STARTED, TxState.PREPARED):
+            self.abort()
+
+
+class StateStore(ABC):
+    """Keyed state of one channel, versioned by micro-batch id and migration epoch."""
+
+    def __init__(self, channel: int, codec: ValueCodec[Any], history: History, key_hasher: KeyHasher = hash_str) -> None:
+        self.channel = channel
+        self.codec = codec
+        self.history = history
+        self.key_hasher = key_hasher
+        self._open_tx: Transaction | None = None
+
+    # ---- backend primitives ----------------------------------------------------------------
+    @abstractmethod
+    def _get_raw(self, key_hash: int, key: str) -> bytes | None: ...
+
+    @abstractmethod
+    def _apply(self, changes: pa.Table, version: Version) -> None:
+        """Apply changelog rows in order and set the version, atomically."""
+
+    @abstractmethod
+    def _scan(self, ranges: HashRanges | None) -> pa.Table:
+        """Entries (hash-sorted) whose hash lies in the inclusive ranges; all if None."""
+
+    @abstractmethod
+    def _replace(self, entries: pa.Table, version: Version) -> None:
+        """Make the working set exactly `entries` at `version`, atomically."""
+
+    @abstractmethod
+    def _count(self) -> int: ...
+
+    @abstractmethod
+    def _working_version(self) -> Version: ...
+
+    def close(self) -> None:
+        """Release the working set's resources (files, handles)."""
+
+    def _drop_working_set(self) -> None:
+        """Delete the working set's own files (none for in-memory stores)."""
+
+    # ---- reads --------------------------------------------------------------------------
+    @property
+    def version(self) -> Version:
+        return self._working_version()
+
+    def hash_of(self, key: str, key_hash: int | None = None) -> int:
+        return self.key_hasher(key) if key_hash is None else int(key_hash)
+
+    def get(self, key: str, *, key_hash: int | None = None) -> Any:
+        raw = self._get_raw(self.hash_of(key, key_hash), key)
+        return None if raw is None else self.codec.decode(raw)
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        table = self._scan(None)
+        decode = self.codec.decode
+        for key, value in zip(table["key"].to_pylist(), table["value"].to_pylist()):
+            yield key, decode(value)
+
+    def entries(self, ranges: HashRanges | None = None) -> pa.Table:
+        """Raw (hash, key, value) rows in hash order, optionally only inside hash ranges."""
+        return self._scan(ranges)
+
+    def __len__(self) -> int:
+        return self._count()
+
+    # ---- versioned writes -----------------------------------------------------------------
+    def begin(self, batch_id: int) -> Transaction:
+        """Open the transaction of micro-batch `batch_id` (a replay no-op if already committed)."""
+        current = self.version
+        return self._open(Version(batch_id, current.migration), replay=batch_id <= current.batch)
+
+    def begin_migration(self, epoch: int) -> Transaction:
+        """Open the transaction that moves state into/out of this channel for layout `epoch`."""
+        current = self.version
+        return self._open(Version(current.batch, epoch), replay=epoch <= current.migration)
+
+    def is_committed(self, batch_id: int) -> bool:
+        return batch_id <= self.version.batch
+
+    def _open(self, version: Version, replay: bool) -> Transaction:
+        if self._open_tx is not None:
+            raise TransactionStateError(f"channel {self.channel} already has open transaction {self._open_tx.version}")
+        self._open_tx = Transaction(self, version, replay)
+        return self._open_tx
+
+    def _release(self, tx: Transaction) -> None:
+        if self._open_tx is tx:
+            self._open_tx = None
+
+    # ---- durability -----------------------------------------------------------------------
+    def snapshot(self, keep_snapshots: int | None = None) -> Version:
+        """Write the full state at the current version; optionally prune older history."""
+        version = self.version
+        self.history.write_snapshot(version, self._scan(None))
+        if keep_snapshots is not None:
+            prune(self.history, keep_snapshots)
+        return version
+
+    def restore(self, version: Version | int | None = None, discard_later: bool = False) -> Version:
+        """Rebuild the working set as of `version` (an int means: after that batch id and any
+        migration applied before the next batch); None means the newest durable version.
+        With `discard_later`, durable records after `version` are deleted (a real rewind);
+        otherwise the next `sync()` moves forward again."""
+        target = self._resolve(version)
+        if discard_later:
+            for later in self.history.changelog_versions():
+                if later > target:
+                    self.history.remove_changelog(later)
+            for later in self.history.snapshot_versions():
+                if later > target:
+                    self.history.remove_snapshot(later)
+        snapshots = self.history.snapshot_versions()
+        changelogs = self.history.changelog_versions()
+        if target != INITIAL_VERSION and target not in set(snapshots) | set(changelogs):
+            raise StateStoreError(f"channel {self.channel} has no durable version {target}")
+        # A snapshot whose own changelog is gone marks pruned history: nothing older is restorable.
+        pruned_before = next((s for s in snapshots if s != INITIAL_VERSION and s not in set(changelogs)), None)
+        if pruned_before is not None and target < pruned_before:
+            raise StateStoreError(f"channel {self.channel}: history before {pruned_before} was pruned")
+        usable = [s for s in snapshots if s <= target]
+        base = usable[-1] if usable else INITIAL_VERSION
+        self._replace(self.history.read_snapshot(base) if usable else empty_entries(), base)
+        for v in changelogs:
+            if base < v <= target:
+                self._apply(self.history.read_changelog(v), v)
+        return self.version
+
+    def _resolve(self, version: Version | int | None) -> Version:
+        if isinstance(version, Version):
+            return version
+        known = self.history.changelog_versions() + self.history.snapshot_versions()
+        if version is None:
+            return max(known) if known else INITIAL_VERSION
+        eligible = [v for v in known if v.batch <= version]
+        if not eligible:
+            raise StateStoreError(f"channel {self.channel} has no history at or before batch {version}")
+        return max(eligible)
+
+    def sync(self) -> Version:
+        """Bring the working set up to the newest durable version: replay what it lacks, or
+        rebuild it if it is ahead of (rolled back) or detached from (pruned) the history."""
+        local = self.version
+        durable = latest_version(self.history)
+        if durable is None:
+            if local != INITIAL_VERSION:
+                self._replace(empty_entries(), INITIAL_VERSION)
+            return self.version
+        if local == durable:
+            return local
+        changelogs = self.history.changelog_versions()
+        snapshots = self.history.snapshot_versions()
+        known = set(changelogs) | set(snapshots) | {INITIAL_VERSION}
+        # Replaying is only sound if every change after `local` still has its changelog, i.e.
+        # no snapshot after `local` stands in for pruned changelogs.
+        pruned_after_local = any(s > local and s not in set(changelogs) for s in snapshots)
+        if local < durable and local in known and not pruned_after_local:
+            for v in changelogs:
+                if v > local:
+                    self._apply(self.history.read_changelog(v), v)
+            return self.version
+        return self.restore(durable)
+
+    def destroy(self) -> None:
+        """Delete this channel's working set and its whole durable history."""
+        self.close()
+        self._drop_working_set()
+        self.history.destroy()

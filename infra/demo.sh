@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `make demo`: start the real stack in the background and print where to look.
+#   bash infra/demo.sh        start Kafka and Dagster (webserver + daemon)
+#   bash infra/demo.sh stop   stop both
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ESP=.venv/bin/esp
+RUN=.esp/run
+PORT=${ESP_UI_PORT:-3000}
+mkdir -p "$RUN"
+
+stop() {
+  if [ -f "$RUN/dagster.pid" ] && kill -0 "$(cat "$RUN/dagster.pid")" 2>/dev/null; then
+    kill -TERM -- "-$(cat "$RUN/dagster.pid")" 2>/dev/null || kill -TERM "$(cat "$RUN/dagster.pid")"
+    echo "Dagster stopped"
+  fi
+  rm -f "$RUN/dagster.pid"
+  "$ESP" infra down
+}
+
+if [ "${1:-start}" = "stop" ]; then stop; exit 0; fi
+
+"$ESP" infra up
+if [ -f "$RUN/dagster.pid" ] && kill -0 "$(cat "$RUN/dagster.pid")" 2>/dev/null; then
+  echo "Dagster already running (pid $(cat "$RUN/dagster.pid"))"
+else
+  # setsid: the UI keeps running after make returns; its own process group lets `stop` end it whole.
+  setsid "$ESP" ui --port "$PORT" > "$RUN/dagster.log" 2>&1 < /dev/null &
+  echo $! > "$RUN/dagster.pid"
+fi
+for _ in $(seq 1 120); do
+  if curl -sf "http://127.0.0.1:$PORT/server_info" > /dev/null; then break; fi
+  sleep 1
+done
+curl -sf "http://127.0.0.1:$PORT/server_info" > /dev/null || { echo "Dagster did not start; see $RUN/dagster.log"; exit 1; }
+echo
+echo "esp is running."
+echo "  Dagster UI:  http://127.0.0.1:$PORT"
+echo "  Kafka:       $("$ESP" infra status | grep -o '127.0.0.1:[0-9]*' | head -1)"
+echo "  logs:        $RUN/dagster.log, $RUN/kafka/logs/server.log"
+echo "  stop with:   make demo-stop"

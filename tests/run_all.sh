@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The whole test suite in one pytest run (unit, integration, e2e); benchmarks are separate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dirs=()
+for d in tests/unit tests/integration tests/e2e; do [ -d "$d" ] && dirs+=("$d"); done
+exec .venv/bin/python -m pytest "${dirs[@]}" -q -p no:cacheprovider "$@"
