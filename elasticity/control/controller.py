@@ -14,8 +14,9 @@ period. The order of reasoning follows Gedik's flowchart:
    over the level below, go back down) or P1 (scale up, unless history at the higher level shows
    no gain) with P6 rapid scaling (jump to the level the measured per-channel capacity says
    is needed, not just the next one);
-4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, unless
-   history shows a level on the way was congested), else merge a lone underloaded channel.
+4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
+   no capacity measured yet, one level when most channels are underloaded; never into a level
+   that history shows congested), else merge a lone underloaded channel.
 """
 
 from __future__ import annotations
@@ -348,8 +349,13 @@ class ScalingController:
                     f"{lower} channels would run at {rate / (lower * capacity):.0%} "
                     f"(> {self.options.scale_in_utilization:.0%})"
                 )
-        else:
+        elif float(np.mean(ev.underloaded)) > 0.5:
+            # No capacity measured yet: Gedik's P2 would probe one level down on every tick that
+            # is not congested; we probe only when eSault's underload says most channels are light,
+            # so a freshly started, well-sized stage is not walked down into congestion.
             target = highest_below
+        else:
+            return None, "no capacity measured yet and the stage is not underloaded"
         congested_on_way = [lvl for lvl in range(target, highest_below + 1) if (rec := state.history.get(lvl)) and rec.congested]
         if congested_on_way:
             target = max(congested_on_way) + 1

@@ -39,27 +39,32 @@ def draining_flags(latency_window: FloatArray, tolerance: float) -> BoolArray:
 
 def update_peaks(
     peaks: FloatArray, throughput_rps: FloatArray, any_timeout: bool, options: UnderloadOptions
-) -> FloatArray:
+) -> tuple[FloatArray, bool]:
     """Remember each channel's peak throughput; restart all peaks on a timeout or a clear rise.
 
     A probe timeout means a new high-load regime, and a channel exceeding its peak by
     `peak_reset_rise_factor` means the workload changed: in both cases the old peaks describe
     a past workload, so every channel starts again from its current throughput (eSault).
+    Returns (peaks, whether they were reset).
     """
     clear_rise = bool(np.any((peaks >= options.min_peak_rps) & (throughput_rps > peaks * options.peak_reset_rise_factor)))
     if any_timeout or clear_rise:
-        return throughput_rps.copy()
-    return np.maximum(peaks, throughput_rps)
+        return throughput_rps.copy(), True
+    return np.maximum(peaks, throughput_rps), False
 
 
-def light_share(throughput_window: FloatArray, peaks: FloatArray, low_watermark: float) -> FloatArray:
-    """Per channel, the share of periods in the window with throughput below LOW_WATERMARK x peak."""
-    return (throughput_window < low_watermark * peaks).mean(axis=0)
+def light_flags(throughput_rps: FloatArray, peaks: FloatArray, options: UnderloadOptions) -> BoolArray:
+    """Per channel, whether this period's throughput is below LOW_WATERMARK x the peak known now.
+
+    Judged when the period arrives, against the peak of that moment (as eSault's monitor does),
+    not re-judged later against a peak that may since have been reset.
+    """
+    return (throughput_rps < options.low_watermark * peaks) & (peaks >= options.min_peak_rps)
 
 
 def underload_flags(
     share_light: FloatArray,
-    periods_seen: int,
+    periods_judged: int,
     peaks: FloatArray,
     timed_out_recently: BoolArray,
     options: UnderloadOptions,
@@ -69,7 +74,7 @@ def underload_flags(
     A channel whose probe timed out within the overload window is never underloaded, and a
     channel with no meaningful peak (idle since the last reset) is not judged.
     """
-    if periods_seen < options.reaction_time:
+    if periods_judged < options.reaction_time:
         return np.zeros(peaks.shape, dtype=bool)
     return (share_light > options.reaction_factor) & (peaks >= options.min_peak_rps) & ~timed_out_recently
 
@@ -116,6 +121,8 @@ class SignalWindows:
     latency: FloatArray  # [overload.reaction_time, channels]
     timed_out: BoolArray  # [overload.reaction_time, channels]
     throughput: FloatArray  # [underload.reaction_time, channels]
+    light: BoolArray  # [underload.reaction_time, channels], periods judged light when they arrived
+    periods_since_peak_reset: int
     lag: FloatArray  # [congestion.window]
     input_rate: FloatArray  # [warmup_periods]
     peaks: FloatArray  # [channels]
@@ -129,6 +136,8 @@ class SignalWindows:
             latency=np.zeros((options.overload.reaction_time, channels)),
             timed_out=np.zeros((options.overload.reaction_time, channels), dtype=bool),
             throughput=np.zeros((options.underload.reaction_time, channels)),
+            light=np.zeros((options.underload.reaction_time, channels), dtype=bool),
+            periods_since_peak_reset=0,
             lag=np.zeros(options.congestion.window),
             input_rate=np.zeros(options.warmup_periods),
             peaks=np.zeros(channels),
@@ -139,6 +148,9 @@ class SignalWindows:
         return self.channels == snapshot.channels and self.layout_epoch == snapshot.layout_epoch
 
     def push(self, snapshot: MetricsSnapshot, options: UnderloadOptions) -> SignalWindows:
+        peaks, reset = update_peaks(self.peaks, snapshot.throughput_rps, bool(snapshot.probe_timed_out.any()), options)
+        # Light periods were judged against the peaks just invalidated: forget them too.
+        light = np.zeros_like(self.light) if reset else self.light
         return SignalWindows(
             channels=self.channels,
             layout_epoch=self.layout_epoch,
@@ -146,9 +158,11 @@ class SignalWindows:
             latency=_push_row(self.latency, snapshot.probe_latency_s),
             timed_out=_push_row(self.timed_out, snapshot.probe_timed_out),
             throughput=_push_row(self.throughput, snapshot.throughput_rps),
+            light=_push_row(light, light_flags(snapshot.throughput_rps, peaks, options)),
+            periods_since_peak_reset=1 if reset else self.periods_since_peak_reset + 1,
             lag=_push_row(self.lag, np.array(snapshot.total_lag_records)),
             input_rate=_push_row(self.input_rate, np.array(snapshot.input_rate_rps)),
-            peaks=update_peaks(self.peaks, snapshot.throughput_rps, bool(snapshot.probe_timed_out.any()), options),
+            peaks=peaks,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,6 +173,8 @@ class SignalWindows:
             "latency": self.latency.tolist(),
             "timed_out": self.timed_out.tolist(),
             "throughput": self.throughput.tolist(),
+            "light": self.light.tolist(),
+            "periods_since_peak_reset": self.periods_since_peak_reset,
             "lag": self.lag.tolist(),
             "input_rate": self.input_rate.tolist(),
             "peaks": self.peaks.tolist(),
@@ -174,6 +190,8 @@ class SignalWindows:
             latency=np.asarray(data["latency"], dtype=np.float64).reshape(-1, channels),
             timed_out=np.asarray(data["timed_out"], dtype=bool).reshape(-1, channels),
             throughput=np.asarray(data["throughput"], dtype=np.float64).reshape(-1, channels),
+            light=np.asarray(data["light"], dtype=bool).reshape(-1, channels),
+            periods_since_peak_reset=int(data["periods_since_peak_reset"]),
             lag=np.asarray(data["lag"], dtype=np.float64),
             input_rate=np.asarray(data["input_rate"], dtype=np.float64),
             peaks=np.asarray(data["peaks"], dtype=np.float64),
@@ -181,7 +199,7 @@ class SignalWindows:
         expected = cls.empty(channels, windows.layout_epoch, options)
         if any(
             getattr(windows, name).shape != getattr(expected, name).shape
-            for name in ("latency", "timed_out", "throughput", "lag", "input_rate", "peaks")
+            for name in ("latency", "timed_out", "throughput", "light", "lag", "input_rate", "peaks")
         ):
             # The options changed the window sizes since the state was saved: start afresh.
             return expected
@@ -205,8 +223,10 @@ def evaluate(
     draining = draining_flags(windows.latency, options.congestion.drain_tolerance)
     overloaded = overload_flags(share_late, seen, options.overload) & ~draining
     timed_out_recently = windows.timed_out.any(axis=0)
-    share_light = light_share(windows.throughput, windows.peaks, options.underload.low_watermark)
-    underloaded = underload_flags(share_light, seen, windows.peaks, timed_out_recently, options.underload)
+    share_light = windows.light.mean(axis=0)
+    underloaded = underload_flags(
+        share_light, windows.periods_since_peak_reset, windows.peaks, timed_out_recently, options.underload
+    )
     congestion = congestion_signal(windows.lag, snapshot.input_rate_rps, options.congestion)
 
     # The median of the recent stage throughputs: one period hit by a rescale pause must not
