@@ -12,12 +12,14 @@ import os
 import threading
 from typing import Any, Protocol
 
+from rocksdict import Rdict
+
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
 from elasticity.state.files import Location
 from elasticity.state.history import FileHistory, History, MemoryHistory
 from elasticity.state.memory import MemoryStore
-from elasticity.state.rocks import RocksStore
+from elasticity.state.rocks import RocksStore, default_options
 from elasticity.state.store import KeyHasher, StateStore
 
 
@@ -57,11 +59,17 @@ class _CachingBackend:
                 self._stores[channel] = self._create(channel)
             return self._stores[channel]
 
+    def _destroy_unopened(self, channel: int) -> None:
+        raise NotImplementedError
+
     def drop(self, channel: int) -> None:
-        store = self.open(channel)
-        store.destroy()
+        """Delete a channel's working set and durable history (idempotent; no restore needed)."""
         with self._lock:
-            self._stores.pop(channel, None)
+            store = self._stores.pop(channel, None)
+        if store is not None:
+            store.destroy()
+        else:
+            self._destroy_unopened(channel)
 
     def close(self) -> None:
         with self._lock:
@@ -87,6 +95,9 @@ class MemoryBackend(_CachingBackend):
 
     def _create(self, channel: int) -> StateStore:
         return MemoryStore(channel, self.codec, self._history(channel), self.key_hasher)
+
+    def _destroy_unopened(self, channel: int) -> None:
+        self._history(channel).destroy()
 
     def drop(self, channel: int) -> None:
         super().drop(channel)
@@ -114,9 +125,17 @@ class RocksBackend(_CachingBackend):
             channel,
             self.codec,
             FileHistory(self._root.child(_channel_dir(channel))),
-            os.path.join(self.local_dir, _channel_dir(channel)),
+            self._local_path(channel),
             self.key_hasher,
         )
+
+    def _local_path(self, channel: int) -> str:
+        return os.path.join(self.local_dir, _channel_dir(channel))
+
+    def _destroy_unopened(self, channel: int) -> None:
+        if os.path.exists(self._local_path(channel)):
+            Rdict.destroy(self._local_path(channel), default_options())
+        FileHistory(self._root.child(_channel_dir(channel))).destroy()
 
     def channels(self) -> list[int]:
         return _channels_under(self._root)

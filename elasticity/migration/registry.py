@@ -1,0 +1,99 @@
+"""The layout registry: which layout epoch is committed, and the horizontal barrier.
+
+    <root>/layout/epoch=<E>.json   every layout ever staged
+    <root>/layout/current.json     pointer {"epoch": E}: the committed layout (atomic rename)
+    <root>/layout/pending.json     {"epoch": E'} while a migration to E' is in flight
+
+The router of the stream reads `routing_layout()` before each micro-batch. That call is the
+*horizontal barrier* of Gedik et al.: it raises `RescaleInProgress` while a migration is
+pending, so no batch is ever routed by a layout whose state has not been collected and
+committed; once the pointer moves, the next batch routes by the new layout.
+"""
+
+from __future__ import annotations
+
+import json
+
+from elasticity.layout import Layout
+from elasticity.state.files import Location
+
+_CURRENT = "current.json"
+_PENDING = "pending.json"
+
+
+class RescaleInProgress(RuntimeError):
+    """A migration is in flight: the stream must wait (or run `recover()` after a crash)."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(f"migration to layout epoch {epoch} is in progress; batches must wait")
+        self.epoch = epoch
+
+
+class RegistryError(RuntimeError):
+    """The registry has no committed layout, or a document is missing."""
+
+
+def _epoch_file(epoch: int) -> str:
+    return f"epoch={epoch:010d}.json"
+
+
+class LayoutRegistry:
+    """Committed and staged layouts of one elastic stage, on any pyarrow filesystem."""
+
+    def __init__(self, root: Location) -> None:
+        self.location = root.child("layout")
+
+    def initialize(self, layout: Layout) -> Layout:
+        """Commit `layout` as the first layout, unless one is already committed (then return it)."""
+        if self.location.exists(_CURRENT):
+            return self.committed()
+        self.location.publish_bytes(_epoch_file(layout.epoch), layout.to_json().encode())
+        self._point(_CURRENT, layout.epoch)
+        return layout
+
+    def committed(self) -> Layout:
+        if not self.location.exists(_CURRENT):
+            raise RegistryError(f"no committed layout under {self.location.path}")
+        return self.load(self._read_pointer(_CURRENT))
+
+    def load(self, epoch: int) -> Layout:
+        name = _epoch_file(epoch)
+        if not self.location.exists(name):
+            raise RegistryError(f"layout epoch {epoch} was never staged")
+        return Layout.from_json(self.location.read_bytes(name).decode())
+
+    def routing_layout(self) -> Layout:
+        """The horizontal barrier: the layout to route the next batch by, or RescaleInProgress."""
+        pending = self.pending()
+        if pending is not None:
+            raise RescaleInProgress(pending)
+        return self.committed()
+
+    def pending(self) -> int | None:
+        return self._read_pointer(_PENDING) if self.location.exists(_PENDING) else None
+
+    def stage(self, layout: Layout) -> None:
+        """Store the next layout and mark a migration to it as pending (closes the barrier)."""
+        self.location.publish_bytes(_epoch_file(layout.epoch), layout.to_json().encode())
+        self._point(_PENDING, layout.epoch)
+
+    def commit(self, epoch: int) -> None:
+        """Atomically make `epoch` the committed layout (one rename)."""
+        self.load(epoch)  # refuse to point at a layout that is not there
+        self._point(_CURRENT, epoch)
+
+    def clear_pending(self) -> None:
+        """Reopen the barrier."""
+        self.location.delete_file(_PENDING)
+
+    def discard(self, epoch: int) -> None:
+        """Forget a staged layout that was rolled back (never the committed one)."""
+        if self.location.exists(_CURRENT) and self._read_pointer(_CURRENT) == epoch:
+            raise RegistryError(f"layout epoch {epoch} is committed and cannot be discarded")
+        self.location.delete_file(_epoch_file(epoch))
+
+    def _point(self, name: str, epoch: int) -> None:
+        self.location.publish_bytes(name, json.dumps({"epoch": epoch}).encode())
+
+    def _read_pointer(self, name: str) -> int:
+        return int(json.loads(self.location.read_bytes(name))["epoch"])
