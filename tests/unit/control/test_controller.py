@@ -1,0 +1,221 @@
+"""Controller rules P1-P6, split, merge, cooldown and bounds on scripted evaluations."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elasticity.control.controller import ControllerState, LevelRecord, Observation, ScalingController
+from elasticity.control.levels import Levels, level_sequence
+from elasticity.control.options import ControllerOptions
+from elasticity.control.testing import make_evaluation
+
+OPTIONS = ControllerOptions(min_channels=1, max_channels=64, cooldown_s=5.0)
+LEVELS = Levels.between(1, 64)  # 1 2 3 4 6 8 12 16 24 32 48 64
+
+
+def controller(**overrides) -> ScalingController:
+    return ScalingController(OPTIONS.model_copy(update=overrides))
+
+
+def lvl(channels: int) -> int:
+    return LEVELS.level_of(channels)
+
+
+def state_with(history: dict[int, tuple[float, bool]] | None = None, **fields) -> ControllerState:
+    records = {lvl(ch): LevelRecord(throughput_rps=t, congested=c, time_s=0.0) for ch, (t, c) in (history or {}).items()}
+    return ControllerState(history=records, **fields)
+
+
+# ------------------------------------------------------------------ P6 levels
+def test_levels_grow_super_linearly_and_include_the_bounds():
+    assert level_sequence(1, 64) == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+    assert level_sequence(3, 1000)[:3] == (3, 4, 6) and level_sequence(3, 1000)[-2:] == (768, 1000)
+    assert LEVELS.level_of(9) == LEVELS.level_of(8)  # a split count belongs to the level below
+    assert LEVELS.channels_at(LEVELS.level_covering(13.5)) == 16
+
+
+# ------------------------------------------------------------------ P1 / P6
+def test_p1_congested_without_history_scales_out_at_least_one_level():
+    _, decision = controller().decide(state_with(), make_evaluation(8, congested=True, overloaded=range(8)), 100.0)
+    assert decision.action == "scale_out" and decision.rule.startswith("P1")
+    assert decision.from_channels == 8 and decision.to_channels == 12
+
+
+def test_p6_jumps_to_the_level_the_measured_capacity_needs():
+    # 8 saturated channels do 8000 rec/s (1000 each); 30000 rec/s arrive: 30000/(1000*0.7) = 43 -> 48.
+    ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=8000.0, input_rate_rps=30000.0)
+    state, decision = controller().decide(state_with(), ev, 100.0)
+    assert decision.action == "scale_out" and decision.rule == "P1+P6" and decision.to_channels == 48
+    assert state.channel_capacity_rps == 1000.0
+
+
+def test_p1_holds_when_history_shows_the_higher_level_did_not_raise_throughput():
+    history = {12: (8200.0, True)}  # 12 channels gave no more than 8 do now
+    ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=8000.0)
+    _, decision = controller().decide(state_with(history), ev, 100.0)
+    assert decision.action == "none" and decision.rule == "P1"
+    assert "no gain" in decision.reason
+
+
+def test_p5_remote_congestion_scales_back_down():
+    # At 12 channels congested with no more throughput than 8 congested channels had: remote.
+    history = {8: (8000.0, True)}
+    last = Observation(level=lvl(12), channels=12, throughput_rps=8100.0, congested=True, time_s=99.0)
+    ev = make_evaluation(12, congested=True, overloaded=range(12), throughput_rps=8100.0)
+    _, decision = controller().decide(state_with(history, last=last), ev, 100.0)
+    assert decision.action == "scale_in" and decision.rule == "P5" and decision.to_channels == 8
+
+
+def test_no_p5_when_scaling_up_did_raise_throughput():
+    history = {8: (8000.0, True)}
+    ev = make_evaluation(12, congested=True, overloaded=range(12), throughput_rps=12000.0)
+    _, decision = controller().decide(state_with(history), ev, 100.0)
+    assert decision.action == "scale_out"
+
+
+# ------------------------------------------------------------------ P2
+def test_p2_scales_in_to_the_lowest_level_the_capacity_allows():
+    # capacity 1000/channel, 5000 rec/s at 70% -> 7.14 channels -> level 8.
+    ev = make_evaluation(32, throughput_rps=5000.0)
+    _, decision = controller().decide(state_with(channel_capacity_rps=1000.0), ev, 100.0)
+    assert decision.action == "scale_in" and decision.rule == "P2" and decision.to_channels == 8
+
+
+def test_p2_stops_above_a_level_that_history_shows_congested():
+    ev = make_evaluation(32, throughput_rps=5000.0)
+    state = state_with({12: (5000.0, True)}, channel_capacity_rps=1000.0)
+    _, decision = controller().decide(state, ev, 100.0)
+    assert decision.action == "scale_in" and decision.to_channels == 16
+
+
+def test_p2_holds_when_the_lower_level_would_run_too_hot():
+    ev = make_evaluation(8, throughput_rps=5000.0)  # 6 channels would run at 83%
+    _, decision = controller().decide(state_with(channel_capacity_rps=1000.0), ev, 100.0)
+    assert decision.action == "none" and decision.rule == "P2"
+
+
+def test_p2_without_capacity_probes_one_level_only_when_most_channels_are_underloaded():
+    light = make_evaluation(8, underloaded=range(8))
+    _, decision = controller().decide(state_with(), light, 100.0)
+    assert decision.action == "scale_in" and decision.to_channels == 6
+    busy = make_evaluation(8)
+    _, decision = controller().decide(state_with(), busy, 100.0)
+    assert decision.action == "none"
+
+
+def test_p2_holds_when_history_shows_the_lower_level_congested_even_without_capacity():
+    _, decision = controller().decide(state_with({6: (4000.0, True)}), make_evaluation(8, underloaded=range(8)), 100.0)
+    assert decision.action == "none" and "history" in decision.reason
+
+
+# ------------------------------------------------------------------ P3 / P4
+def test_p3_congestion_appearing_at_the_same_level_forgets_history_above():
+    history = {4: (4000.0, True), 12: (8000.0, True), 16: (8000.0, True)}
+    last = Observation(level=lvl(8), channels=8, throughput_rps=7000.0, congested=False, time_s=99.0)
+    ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=8000.0)
+    state, decision = controller().decide(state_with(history, last=last), ev, 100.0)
+    assert set(state.history) == {lvl(4), lvl(8)}
+    # With the stale no-gain records above forgotten, P1 scales out instead of holding.
+    assert decision.action == "scale_out" and "P3" in decision.reason
+
+
+def test_p4_throughput_fall_at_the_same_level_forgets_history_below():
+    history = {4: (4000.0, True), 6: (6000.0, True), 12: (9000.0, False)}
+    last = Observation(level=lvl(8), channels=8, throughput_rps=8000.0, congested=False, time_s=99.0)
+    state = state_with(history, last=last, reference_throughput_rps=8000.0, channel_capacity_rps=1000.0)
+    ev = make_evaluation(8, throughput_rps=3000.0)
+    new_state, decision = controller().decide(state, ev, 100.0)
+    assert set(new_state.history) == {lvl(8), lvl(12)}
+    # The congested records of 4 and 6 channels are gone, so P2 may go down to 6 (3000/0.7/1000 = 4.3 -> 6).
+    assert decision.action == "scale_in" and decision.to_channels == 6 and "P4" in decision.reason
+
+
+# ------------------------------------------------------------------ split / merge
+def test_split_the_one_overloaded_channel_when_the_others_are_fine():
+    ev = make_evaluation(8, congested=True, overloaded=[5])
+    _, decision = controller().decide(state_with(), ev, 100.0)
+    assert decision.action == "split" and decision.channel == 5 and decision.to_channels == 9
+    assert "channel 5" in decision.reason and "skew" in decision.reason
+
+
+def test_no_split_when_split_merge_is_disabled_or_overload_is_widespread():
+    ev = make_evaluation(8, congested=True, overloaded=[5])
+    _, decision = controller(enable_split_merge=False).decide(state_with(), ev, 100.0)
+    assert decision.action == "scale_out"
+    ev = make_evaluation(8, congested=True, overloaded=range(5))
+    _, decision = controller().decide(state_with(), ev, 100.0)
+    assert decision.action == "scale_out"
+
+
+def test_merge_a_lone_underloaded_channel_into_its_neighbours():
+    # 6 channels would run at 93%: no P2; channel 2 alone is light -> merge it.
+    ev = make_evaluation(8, underloaded=[2], throughput_rps=5600.0)
+    _, decision = controller().decide(state_with(channel_capacity_rps=1000.0), ev, 100.0)
+    assert decision.action == "merge" and decision.channel == 2 and decision.to_channels == 7
+
+
+# ------------------------------------------------------------------ cooldown, warm-up, bounds
+def test_no_decision_while_cooling_down_after_a_rescale():
+    ctl = controller()
+    congested = make_evaluation(8, congested=True, overloaded=range(8))
+    state, first = ctl.decide(state_with(), congested, 100.0)
+    assert first.is_rescale and state.cooldown_until_s == 105.0
+    state, second = ctl.decide(state, make_evaluation(12, congested=True, overloaded=range(12)), 104.0)
+    assert second.action == "none" and second.rule == "cooldown"
+    _, third = ctl.decide(state, make_evaluation(12, congested=True, overloaded=range(12), throughput_rps=12000.0), 105.0)
+    assert third.is_rescale
+
+
+def test_no_decision_before_the_windows_are_full():
+    _, decision = controller().decide(state_with(), make_evaluation(8, congested=True, ready_up=False), 100.0)
+    assert decision.action == "none" and decision.rule == "warmup"
+
+
+def test_bounds_hold_at_the_maximum_and_the_minimum():
+    _, decision = controller().decide(state_with(), make_evaluation(64, congested=True, overloaded=range(64)), 1.0)
+    assert decision.action == "none" and decision.rule == "bounds"
+    _, decision = controller().decide(state_with(), make_evaluation(1, underloaded=[0]), 1.0)
+    assert decision.action == "none" and decision.rule == "bounds"
+    ev = make_evaluation(4, congested=True, overloaded=range(4), throughput_rps=4000.0, input_rate_rps=1e6)
+    _, decision = controller(max_channels=40).decide(state_with(), ev, 1.0)
+    assert decision.to_channels == 40
+
+
+# ------------------------------------------------------------------ properties
+evaluations = st.builds(
+    lambda channels, congested, hot, light, throughput, rate, ready: make_evaluation(
+        channels,
+        congested=congested,
+        overloaded=range(min(hot, channels)),
+        underloaded=range(min(light, channels)),
+        throughput_rps=throughput,
+        input_rate_rps=rate,
+        ready_down=ready,
+    ),
+    channels=st.integers(3, 40),
+    congested=st.booleans(),
+    hot=st.integers(0, 40),
+    light=st.integers(0, 40),
+    throughput=st.floats(1.0, 1e6),
+    rate=st.floats(1.0, 1e7),
+    ready=st.booleans(),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(evaluations, min_size=1, max_size=25))
+def test_decisions_stay_within_bounds_and_state_round_trips_through_json(sequence):
+    ctl = ScalingController(ControllerOptions(min_channels=3, max_channels=40, cooldown_s=0.0))
+    state = ControllerState()
+    for tick, ev in enumerate(sequence):
+        state, decision = ctl.decide(state, ev, float(tick))
+        assert 3 <= decision.to_channels <= 40 or decision.action == "none"
+        assert decision.from_channels == ev.channels
+        if decision.action in ("split", "merge"):
+            assert decision.channel is not None and 0 <= decision.channel < ev.channels
+        restored = ControllerState.from_json(state.to_json())
+        assert restored == state
+        json.loads(decision.model_dump_json())  # the decision record is JSON too

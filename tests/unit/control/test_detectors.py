@@ -1,0 +1,127 @@
+"""eSault overload/underload and lag congestion on scripted windows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from elasticity.control.testing import make_snapshot
+from elasticity.control.detectors import (
+    SignalWindows,
+    congestion_signal,
+    evaluate,
+    late_share,
+    overload_flags,
+    update_peaks,
+)
+from elasticity.control.options import CongestionOptions, ControlOptions, OverloadOptions, UnderloadOptions
+
+OPTIONS = ControlOptions(
+    overload=OverloadOptions(max_latency_s=1.0, reaction_time=4, reaction_factor=0.5),
+    underload=UnderloadOptions(low_watermark=0.5, reaction_time=4, reaction_factor=0.5, peak_reset_rise_factor=1.5),
+    congestion=CongestionOptions(window=3, max_lag_s=2.0, threshold=0.6, growth_tolerance_s=0.05),
+)
+
+
+def run(snapshots):
+    windows, ev = None, None
+    for snapshot in snapshots:
+        windows, ev = evaluate(windows, snapshot, OPTIONS)
+    return windows, ev
+
+
+def test_late_share_counts_slow_and_timed_out_probes():
+    latency = np.array([[0.5, 2.0], [0.5, 0.5], [1.5, 0.5], [0.5, 0.5]])
+    timeouts = np.array([[False, False], [True, False], [False, False], [False, False]])
+    np.testing.assert_allclose(late_share(latency, timeouts, 1.0), [0.5, 0.25])
+
+
+def test_overload_needs_the_share_of_late_probes_to_exceed_the_factor():
+    options = OverloadOptions(reaction_time=4, reaction_factor=0.5)
+    # Exactly half late is not "exceeds"; three quarters is.
+    assert list(overload_flags(np.array([0.5, 0.75]), 4, options)) == [False, True]
+    # Not before the window is full.
+    assert not overload_flags(np.array([1.0]), 3, options).any()
+
+
+def test_evaluate_flags_only_the_slow_channel_as_overloaded():
+    snapshots = [make_snapshot(t, [0.1, 2.0 + t, 0.1]) for t in range(4)]
+    _, ev = run(snapshots)
+    assert ev.ready_up
+    assert ev.overloaded_channels == [1]
+
+
+def test_a_channel_whose_latency_is_draining_is_not_overloaded():
+    # Late in every period but falling fast: catching up after a rescale, do not split it again.
+    snapshots = [make_snapshot(t, [0.1, 8.0 - 2 * t]) for t in range(4)]
+    _, ev = run(snapshots)
+    assert ev.late_share[1] == 1.0
+    assert ev.overloaded_channels == []
+
+
+def test_underload_when_throughput_stays_below_the_watermark_of_the_peak():
+    high = [make_snapshot(t, [0.1, 0.1], [100.0, 100.0]) for t in range(3)]
+    low = [make_snapshot(3 + t, [0.1, 0.1], [100.0, 30.0]) for t in range(4)]
+    _, ev = run(high + low)
+    assert ev.underloaded_channels == [1]
+
+
+def test_no_underload_if_a_probe_timed_out_in_the_overload_window():
+    high = [make_snapshot(t, [0.1, 0.1], [100.0, 100.0]) for t in range(3)]
+    low = [make_snapshot(3 + t, [0.1, 0.1], [100.0, 30.0]) for t in range(4)]
+    low[-1] = make_snapshot(6, [0.1, 9.0], [100.0, 30.0], timed_out=[False, True])
+    _, ev = run(high + low)
+    assert ev.underloaded_channels == []
+
+
+def test_peaks_reset_on_a_clear_rise_and_on_a_timeout():
+    options = UnderloadOptions(peak_reset_rise_factor=1.5)
+    peaks = np.array([100.0, 100.0])
+    kept, reset = update_peaks(peaks, np.array([120.0, 50.0]), False, options)
+    assert not reset and list(kept) == [120.0, 100.0]
+    risen, reset = update_peaks(peaks, np.array([200.0, 50.0]), False, options)
+    assert reset and list(risen) == [200.0, 50.0]
+    timed, reset = update_peaks(peaks, np.array([80.0, 50.0]), True, options)
+    assert reset and list(timed) == [80.0, 50.0]
+
+
+def test_light_periods_before_a_peak_reset_are_forgotten():
+    # Channel 1 was light for 3 periods, then a clear rise on channel 0 resets every peak:
+    # the old light periods were judged against stale peaks and must not make it underloaded.
+    high = [make_snapshot(t, [0.1, 0.1], [100.0, 100.0]) for t in range(2)]
+    light = [make_snapshot(2 + t, [0.1, 0.1], [100.0, 30.0]) for t in range(3)]
+    rise = [make_snapshot(5, [0.1, 0.1], [400.0, 30.0])]
+    windows, ev = run(high + light + rise)
+    assert windows.periods_since_peak_reset == 1
+    assert ev.underloaded_channels == []
+
+
+def test_congestion_when_lag_grows():
+    options = OPTIONS.congestion
+    signal = congestion_signal(np.array([0.0, 500.0, 1000.0]), 1000.0, options)
+    assert signal.growth_share == 1.0 and signal.congested and 0.0 <= signal.index <= 1.0
+
+
+def test_congestion_when_flat_lag_exceeds_the_bound_in_seconds_of_input():
+    options = OPTIONS.congestion
+    assert congestion_signal(np.array([2500.0, 2500.0, 2500.0]), 1000.0, options).congested
+    assert not congestion_signal(np.array([1500.0, 1500.0, 1500.0]), 1000.0, options).congested
+
+
+def test_draining_lag_is_not_congestion_even_above_the_bound():
+    signal = congestion_signal(np.array([9000.0, 6000.0, 3000.0]), 1000.0, OPTIONS.congestion)
+    assert signal.draining and not signal.congested
+
+
+def test_noise_below_the_growth_tolerance_is_not_growth():
+    signal = congestion_signal(np.array([10.0, 40.0, 70.0]), 1000.0, OPTIONS.congestion)
+    assert signal.growth_share == 0.0 and not signal.congested
+
+
+def test_windows_restart_on_layout_change_and_round_trip_through_json():
+    windows, _ = run([make_snapshot(t, [0.1, 0.2]) for t in range(5)])
+    restored = SignalWindows.from_dict(windows.to_dict(), OPTIONS)
+    for name in ("latency", "timed_out", "throughput", "light", "lag", "input_rate", "peaks"):
+        np.testing.assert_array_equal(getattr(restored, name), getattr(windows, name))
+    assert restored.periods_seen == windows.periods_seen
+    after, ev = evaluate(restored, make_snapshot(5, [0.1, 0.2], layout_epoch=1), OPTIONS)
+    assert after.periods_seen == 1 and not ev.ready_up
