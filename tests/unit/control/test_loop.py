@@ -1,0 +1,105 @@
+"""The loop collect -> evaluate -> decide -> realize with a scripted collector and the recording realizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from elasticity.control.clock import ManualClock, SystemClock
+from elasticity.control.decision import Decision
+from elasticity.control.loop import ElasticLoop, LoopState, RecordingRealizer, control_step
+from elasticity.control.options import ControllerOptions, ControlOptions
+from elasticity.control.testing import ScriptedCollector, make_snapshot
+
+OPTIONS = ControlOptions(controller=ControllerOptions(max_channels=64, cooldown_s=5.0))
+
+
+def congested_script(channels: int = 4, ticks: int = 8) -> list:
+    # Every channel saturated at 1000 rec/s, latency and lag growing: 8000 rec/s arrive.
+    return [
+        make_snapshot(
+            float(t), [1.0 + t] * channels, [1000.0] * channels, input_rate_rps=8000.0, lag=4000.0 * (t + 1)
+        )
+        for t in range(ticks)
+    ]
+
+
+def run_loop(loop: ElasticLoop, clock: ManualClock, ticks: int) -> list[Decision]:
+    decisions = []
+    for _ in range(ticks):
+        decisions.append(loop.tick())
+        clock.advance(1.0)
+    return decisions
+
+
+def test_loop_realizes_a_scale_out_once_then_cools_down():
+    clock = ManualClock()
+    realizer = RecordingRealizer()
+    loop = ElasticLoop(OPTIONS, ScriptedCollector(congested_script()), realizer, clock)
+    decisions = run_loop(loop, clock, 8)
+    assert [d.rule for d in decisions[:2]] == ["warmup", "warmup"]
+    realized = realizer.decisions[0]
+    assert realized.action == "scale_out" and realized.from_channels == 4 and realized.time_s == 2.0
+    # 8000 rec/s over 1000 rec/s per channel at 70% -> 11.4 -> 12 channels.
+    assert realized.to_channels == 12
+    # Cooldown of 5 s: ticks 3..6 decide nothing; the recording realizer changed nothing, so
+    # at 7 s the still-congested 4 channels are scaled out again.
+    assert all(d.rule == "cooldown" for d in decisions[3:7])
+    assert [d.time_s for d in realizer.decisions] == [2.0, 7.0]
+
+
+def test_a_failing_realizer_leaves_the_state_unchanged_so_the_next_tick_retries():
+    class FailingRealizer:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def apply(self, decision: Decision) -> None:
+            self.calls += 1
+            raise RuntimeError("rescale run could not be requested")
+
+    clock = ManualClock()
+    realizer = FailingRealizer()
+    loop = ElasticLoop(OPTIONS, ScriptedCollector(congested_script()), realizer, clock)
+    run_loop(loop, clock, 2)
+    before = loop.state_json()
+    with pytest.raises(RuntimeError):
+        loop.tick()
+    assert loop.state_json() == before
+    clock.advance(1.0)
+    with pytest.raises(RuntimeError):
+        loop.tick()  # not cooling down: it decides (and tries) again
+    assert realizer.calls == 2
+
+
+def test_state_saved_as_json_mid_run_gives_the_same_decisions_as_an_uninterrupted_loop():
+    script = congested_script(ticks=12)
+    clock_a, clock_b = ManualClock(), ManualClock()
+    uninterrupted = ElasticLoop(OPTIONS, ScriptedCollector(script), RecordingRealizer(), clock_a)
+    expected = run_loop(uninterrupted, clock_a, 12)
+
+    first_half = ElasticLoop(OPTIONS, ScriptedCollector(script), RecordingRealizer(), clock_b)
+    got = run_loop(first_half, clock_b, 2)
+    cursor = first_half.state_json()  # what a Dagster sensor keeps between evaluations
+    collector = ScriptedCollector(script)
+    collector.collected = 2
+    second_half = ElasticLoop(OPTIONS, collector, RecordingRealizer(), clock_b, LoopState.from_json(cursor, OPTIONS))
+    got += run_loop(second_half, clock_b, 10)
+    assert [(d.action, d.to_channels, d.rule) for d in got] == [(d.action, d.to_channels, d.rule) for d in expected]
+
+
+def test_control_step_is_the_pure_form_for_a_sensor():
+    state = LoopState.from_json(None, OPTIONS)
+    decisions = []
+    for t, snapshot in enumerate(congested_script()):
+        state, evaluation, decision = control_step(OPTIONS, LoopState.from_json(state.to_json(), OPTIONS), snapshot, float(t))
+        decisions.append(decision)
+    assert evaluation.channels == 4
+    assert [t for t, d in enumerate(decisions) if d.action == "scale_out"] == [2, 7]
+
+
+def test_clocks():
+    clock = ManualClock(10.0)
+    assert clock.advance(2.5) == 12.5
+    with pytest.raises(ValueError):
+        clock.advance(-1.0)
+    system = SystemClock()
+    assert system.now() <= system.now()

@@ -1,0 +1,116 @@
+"""The same loop on the queueing model: step up, fall, skew, traces, figures, CLI."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from elasticity.control.benchmark import run_elasticity_benchmark
+from elasticity.control.options import ControllerOptions, ControlOptions
+from elasticity.control.simulation import StageModel, StageModelOptions, simulate_elastic, simulate_static
+from elasticity.control.traces import Trace, esault_trace, sine_trace, square_trace, step_trace, trace_by_name
+
+MODEL = StageModelOptions(service_rate_rps=1000.0)
+CONTROL = ControlOptions(controller=ControllerOptions(max_channels=64))
+
+
+def test_scales_out_under_a_step_up_and_back_in_after_the_fall():
+    trace = Trace.from_segments("up-down", [(20, 3000.0), (60, 20000.0), (60, 3000.0)])
+    run = simulate_elastic(trace, MODEL, CONTROL, initial_channels=6)
+    at = lambda t: int(run.channels[int(t)])  # noqa: E731
+    assert at(70) >= 24  # 20000 rec/s need more than 20 channels of 1000 rec/s
+    assert at(135) <= 8
+    actions = [d.action for d in run.decisions]
+    assert "scale_out" in actions and "scale_in" in actions
+    assert run.slo_attainment(1.0) >= 0.85
+
+
+def test_targeted_split_relieves_a_hot_channel():
+    # Channel 0 carries 4x a normal share: 12000 * 4/11 = 4364 rec/s on a 2000 rec/s channel.
+    trace = Trace.from_segments("flat", [(60, 12000.0)])
+    model = StageModelOptions(service_rate_rps=2000.0, hot_factor=4.0)
+    run = simulate_elastic(trace, model, CONTROL, initial_channels=8, layout="skewed")
+    assert run.decisions and run.decisions[0].action == "split" and run.decisions[0].channel == 0
+    assert run.p99_latency_s[-10:].max() < 1.0
+
+
+def test_model_split_merge_and_rescale_keep_shares_and_backlog():
+    model = StageModel(StageModelOptions(hot_factor=3.0), 4, "skewed")
+    model.queues = np.array([40.0, 10.0, 10.0, 10.0])
+    model.split(0)
+    assert model.channels == 5 and model.shares[0] == pytest.approx(model.shares[4])
+    model.merge(2)
+    assert model.channels == 4
+    model.rescale_even(8)
+    np.testing.assert_allclose(model.shares, 1 / 8)
+    assert model.queues.sum() == pytest.approx(70.0) and model.layout_epoch == 3
+    assert model.pending_pause_s == pytest.approx(3 * model.options.rescale_pause_s)
+
+
+def test_static_run_at_1000_channels_and_1e6_rps_is_fast():
+    run = simulate_static(esault_trace(1e6), StageModelOptions(service_rate_rps=2000.0), 1000)
+    assert run.times_s.size == 480 and run.slo_attainment(1.0) == 1.0
+
+
+def test_traces():
+    trace = esault_trace(150_000.0)
+    assert trace.peak_rps == 150_000.0 and trace.duration_s == 480.0
+    assert len(trace.change_points_s) == 12
+    # rise every 10 s, hold, fall every 20 s
+    assert list(np.diff(trace.starts_s[:4])) == [20.0, 10.0, 10.0]
+    assert trace.rate_at(45.0) == 150_000.0 and trace.rate_at(125.0) == 100_000.0
+    assert square_trace(1.0, 2.0, period_s=10.0, cycles=2).rate_at(np.array([0.0, 6.0]))[1] == 2.0
+    sine = sine_trace(10.0, 5.0, period_s=100.0, cycles=1)
+    assert sine.rate_at(25.0) == pytest.approx(15.0)
+    assert step_trace(1.0, 3.0, 5.0, 10.0).change_points_s == [5.0]
+    with pytest.raises(ValueError):
+        trace_by_name("nope", 1.0)
+
+
+def test_benchmark_figures_on_the_esault_trace():
+    figures, run, static = run_elasticity_benchmark(esault_trace(40_000.0), MODEL, CONTROL, 3, slo_s=1.0)
+    summary = figures["summary"]
+    assert summary["load_changes"] == 12
+    assert summary["max_decisions_to_settle"] <= 3
+    assert summary["oscillations_in_steady_phases"] == 0
+    assert summary["slo_attainment"] >= 0.9
+    assert static.meets_target and 40 <= static.channels <= 64
+    assert 0 < summary["channel_seconds_ratio"] < 1
+    json.dumps(figures)
+
+
+def test_cli_writes_json_and_png(tmp_path: Path):
+    from typer.testing import CliRunner
+    import typer
+
+    from orchestration.cli.bench_simulate import simulate_command
+
+    app = typer.Typer()
+    app.command()(simulate_command)
+    out_json, out_png = tmp_path / "sim.json", tmp_path / "sim.png"
+    result = CliRunner().invoke(
+        app, ["--channels-max", "64", "--rate", "50000", "--json", str(out_json), "--png", str(out_png)]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(out_json.read_text())["summary"]["load_changes"] == 12
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "SLO attainment" in result.output
+
+
+def test_control_package_imports_neither_spark_nor_dagster_nor_upper_layers():
+    forbidden = ("pyspark", "dagster", "pipelines", "orchestration")
+    package = Path(__file__).resolve().parents[3] / "elasticity" / "control"
+    for source in package.glob("*.py"):
+        tree = ast.parse(source.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in forbidden, f"{source.name} imports {name}"
