@@ -43,7 +43,7 @@ from elasticity.migration.registry import LayoutRegistry
 from elasticity.migration.report import MigrationReport
 from elasticity.state.backend import StoreBackend
 from elasticity.state.files import Location
-from elasticity.state.store import StateStore
+from elasticity.state.store import StateStore, TxState
 
 Hook = Callable[[str], None]
 RecoveryPolicy = Literal["auto", "forward", "rollback"]
@@ -109,11 +109,18 @@ def collect_channel(plan: MigrationPlan, area: MigrationArea, store: StateStore,
     if tx.is_replay:
         tx.abort()
         return False
-    tx.put_entries(area.incoming(channel, plan.sources_for(channel)))
-    tx.delete_entries(area.outgoing(channel, plan.targets_of(channel)))
-    tx.prepare()
-    hook(f"collect:prepared:{channel}")
-    tx.commit()
+    try:
+        tx.put_entries(area.incoming(channel, plan.sources_for(channel)))
+        tx.delete_entries(area.outgoing(channel, plan.targets_of(channel)))
+        tx.prepare()
+        hook(f"collect:prepared:{channel}")
+        tx.commit()
+    except BaseException:
+        # An in-process failure withdraws the record (a killed process leaves it prepared,
+        # and the store's sync replays it): either way the channel is all-or-nothing.
+        if tx.state in (TxState.STARTED, TxState.PREPARED):
+            tx.abort()
+        raise
     hook(f"collect:applied:{channel}")
     return True
 

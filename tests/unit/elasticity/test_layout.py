@@ -93,8 +93,9 @@ def test_targeted_split_moves_keys_only_out_of_the_split_channel(n, data, fracti
     (added,) = new.origin["added"]
     assert set(np.unique(before[moved])) <= {hot}
     assert set(np.unique(after[moved])) <= {added}
-    assert abs(new.shares()[added] - fraction * old.shares()[hot]) < 1e-12
-    assert all(new.shares()[c] == old.shares()[c] for c in old.channels if c != hot)
+    new_shares, old_shares = new.shares(), old.shares()
+    assert abs(new_shares[added] - fraction * old_shares[hot]) < 1e-12
+    assert all(new_shares[c] == old_shares[c] for c in old.channels if c != hot)
 
 
 @settings(max_examples=30, deadline=None)

@@ -1,0 +1,40 @@
+"""Subprocess for the crash tests: runs one migration on a RocksDB backend and SIGKILLs
+itself when the protocol reaches the named hook point (a prefix of a point name).
+
+    python crash_worker.py <durable root> <local dir> <operation> <kill point>
+
+Exit code 3 means the kill point was never reached (the test then fails).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from elasticity.layout import Layout
+from elasticity.migration import Migrator
+from elasticity.state import Int64Codec, RocksBackend
+
+OPERATIONS = {
+    "scale_out": lambda l: l.scale_out(1),
+    "scale_in": lambda l: l.scale_in(1),
+    "split": lambda l: l.split(l.channels[0]),
+    "merge": lambda l: l.merge(l.channels[1]),
+}
+
+
+def main(root: str, local_dir: str, operation: str, kill_point: str) -> int:
+    def kill_here(point: str) -> None:
+        if point.startswith(kill_point):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    backend = RocksBackend(Int64Codec(), durable=root, local_dir=local_dir)
+    migrator = Migrator(root, backend, hook=kill_here, max_workers=2)
+    old: Layout = migrator.registry.committed()
+    migrator.migrate(OPERATIONS[operation](old))
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:5]))

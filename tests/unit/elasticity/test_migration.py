@@ -1,0 +1,240 @@
+"""The migration protocol in-process, on both backends: correctness, reports, barriers,
+failures with rollback / roll-forward, and random operation sequences."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elasticity.hashing import hash_str
+from elasticity.layout import Layout
+from elasticity.migration import (
+    LayoutRegistry,
+    MigrationArea,
+    MigrationError,
+    Migrator,
+    Phase,
+    RescaleInProgress,
+)
+from elasticity.migration.journal import Journal
+from elasticity.state import Int64Codec, Location, MemoryBackend, Version
+
+from .migration_helpers import assert_owned_exactly_once, placement, populate
+
+OPERATIONS = {
+    "scale_out": lambda l: l.scale_out(1),
+    "scale_out_3": lambda l: l.scale_out(3),
+    "scale_in": lambda l: l.scale_in(1),
+    "split": lambda l: l.split(l.channels[1]),
+    "merge": lambda l: l.merge(l.channels[0]),
+    "merge_into": lambda l: l.merge(l.channels[0], into=l.channels[-1]),
+}
+
+
+class InjectedFailure(RuntimeError):
+    pass
+
+
+def fail_at(prefix: str):
+    def hook(point: str) -> None:
+        if point.startswith(prefix):
+            raise InjectedFailure(point)
+
+    return hook
+
+
+def start(make_backend, tmp_path: Path, n_channels: int = 4, n_keys: int = 600):
+    backend = make_backend()
+    root = str(tmp_path / "durable")
+    layout = Layout.uniform(n_channels)
+    expected = populate(backend, layout, n_keys)
+    LayoutRegistry(Location.of(root)).initialize(layout)
+    return backend, root, layout, expected
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_migration_moves_exactly_the_changed_keys(make_backend, tmp_path, operation) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    new = OPERATIONS[operation](old)
+    owners_before = {k: old.owner(hash_str(k)) for k in expected}
+    report = Migrator(root, backend).migrate(new)
+    layout = assert_owned_exactly_once(backend, root, expected)
+    assert layout == new
+    changed = sum(owners_before[k] != new.owner(hash_str(k)) for k in expected)
+    assert report.keys_moved == changed > 0
+    assert report.keys_total == len(expected)
+    assert report.fraction_moved == pytest.approx(changed / len(expected))
+    assert report.bytes_moved > 0
+    assert report.operation == new.origin["op"]
+    assert (report.old_epoch, report.new_epoch) == (old.epoch, new.epoch)
+    assert set(report.phase_ms) == {"plan", "donate", "vertical_barrier", "collect", "commit", "finalize"}
+    assert report.to_dict()["donate_collect_s"] >= 0
+
+
+def test_untouched_channels_keep_their_state_and_version(make_backend, tmp_path) -> None:
+    backend, root, old, _ = start(make_backend, tmp_path)
+    new = old.split(2)
+    before = placement(backend, old.channels)
+    Migrator(root, backend).migrate(new)
+    for channel in (0, 1, 3):
+        assert dict(backend.open(channel).items()) == before[channel]
+        assert backend.open(channel).version == Version(1, 0)
+    assert backend.open(2).version == Version(1, new.epoch)
+
+
+def test_stream_continues_on_the_new_layout(make_backend, tmp_path) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    new = old.scale_out(1)
+    Migrator(root, backend).migrate(new)
+    key = next(k for k in expected if new.owner(hash_str(k)) == 4)
+    store = backend.open(4)
+    assert store.get(key) == expected[key]
+    with store.begin(2) as tx:
+        tx.put(key, -1)
+    assert store.version == Version(2, new.epoch)
+    expected[key] = -1
+    assert_owned_exactly_once(backend, root, expected)
+
+
+def test_horizontal_barrier_holds_until_commit(make_backend, tmp_path) -> None:
+    backend, root, old, _ = start(make_backend, tmp_path)
+    registry = LayoutRegistry(Location.of(root))
+    seen: list[str] = []
+
+    def observe(point: str) -> None:
+        try:
+            registry.routing_layout()
+            seen.append(f"{point}:open")
+        except RescaleInProgress:
+            seen.append(f"{point}:closed")
+
+    Migrator(root, backend, hook=observe).migrate(old.scale_out(1))
+    assert seen and all(s.endswith(":closed") for s in seen)
+    assert registry.routing_layout().epoch == old.epoch + 1
+
+
+def test_journal_records_every_phase_in_order(make_backend, tmp_path) -> None:
+    backend, root, old, _ = start(make_backend, tmp_path)
+    new = old.scale_out(1)
+    Migrator(root, backend).migrate(new)
+    journal = Journal(MigrationArea(Location.of(root), new.epoch).journal_location, wall_clock=lambda: 0.0)
+    assert journal.phases() == [
+        Phase.PLANNED, Phase.DONATING, Phase.DONATED, Phase.COLLECTING, Phase.COLLECTED, Phase.COMMITTED, Phase.COMPLETE,
+    ]
+
+
+def test_phase_durations_come_from_the_injected_clock(make_backend, tmp_path) -> None:
+    backend, root, old, _ = start(make_backend, tmp_path)
+    ticks = itertools.count()
+    report = Migrator(root, backend, clock=lambda: float(next(ticks))).migrate(old.scale_out(1))
+    assert all(ms == 1000.0 for ms in report.phase_ms.values())  # one tick between start and end
+
+
+@pytest.mark.parametrize("failure_point", ["donate:file", "donate:manifest", "donated", "collect:prepared", "collect:applied", "collected"])
+def test_failure_before_commit_can_be_rolled_back_exactly_and_rerun(make_backend, tmp_path, failure_point) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    before = placement(backend, old.channels)
+    new = old.scale_out(2)
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at(failure_point)).migrate(new)
+    with pytest.raises(RescaleInProgress):
+        LayoutRegistry(Location.of(root)).routing_layout()
+    with pytest.raises(MigrationError):
+        Migrator(root, backend).migrate(new)  # must recover first
+    result = Migrator(root, backend).rollback()
+    assert result.action == "rolled_back" and result.committed_epoch == old.epoch
+    assert assert_owned_exactly_once(backend, root, expected) == old
+    assert placement(backend, old.channels) == before
+    Migrator(root, backend).migrate(new)  # the same migration, re-run from scratch
+    assert assert_owned_exactly_once(backend, root, expected) == new
+
+
+def test_failure_after_the_vertical_barrier_rolls_forward_on_auto(make_backend, tmp_path) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    new = old.scale_in(2)
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at("collect:applied")).migrate(new)
+    result = Migrator(root, backend).recover()
+    assert result.action == "rolled_forward"
+    assert assert_owned_exactly_once(backend, root, expected) == new
+
+
+def test_failure_after_commit_is_finished_by_recover(make_backend, tmp_path) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    new = old.merge(1)
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at("committed")).migrate(new)
+    with pytest.raises(MigrationError):
+        Migrator(root, backend).migrate(new.scale_out(1))  # still pending: recover first
+    assert Migrator(root, backend).recover("rollback").action == "finished"  # commit is final
+    assert assert_owned_exactly_once(backend, root, expected) == new
+
+
+def test_recover_with_nothing_pending_is_a_noop(make_backend, tmp_path) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    result = Migrator(root, backend).recover()
+    assert (result.action, result.committed_epoch) == ("nothing", old.epoch)
+    with pytest.raises(MigrationError):
+        Migrator(root, backend).rollback()
+    assert_owned_exactly_once(backend, root, expected)
+
+
+def test_wrong_epochs_and_non_monotone_layouts_are_refused(make_backend, tmp_path) -> None:
+    backend, root, old, _ = start(make_backend, tmp_path)
+    with pytest.raises(MigrationError):
+        Migrator(root, backend).migrate(old.scale_out(1).scale_out(1))
+    shuffled = Layout(old.epoch + 1, old.bounds, np.roll(old.owners, 1))  # same channels, all moved
+    with pytest.raises(MigrationError):
+        Migrator(root, backend).migrate(shuffled)
+
+
+def test_rebalance_between_existing_channels_needs_consent(make_backend, tmp_path) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    shuffled = Layout(old.epoch + 1, old.bounds, np.roll(old.owners, 1))
+    Migrator(root, backend).migrate(shuffled, allow_rebalance=True)
+    assert assert_owned_exactly_once(backend, root, expected) == shuffled
+
+
+def test_temporary_leftovers_are_ignored(make_backend, tmp_path) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    new = old.scale_out(1)
+    area = MigrationArea(Location.of(root), new.epoch)
+    area.location.child("donate", "from=0").publish_bytes(".tmp-crashed-to=4.arrow", b"half a file")
+    Location.of(root).child("channels", "channel=1", "changelog").publish_bytes(".tmp-x-b9-m9.arrow", b"junk")
+    Migrator(root, backend).migrate(new)
+    assert_owned_exactly_once(backend, root, expected)
+
+
+layout_ops = st.lists(
+    st.tuples(st.sampled_from(["out", "in", "split", "merge"]), st.integers(0, 1000)), min_size=1, max_size=6
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(start_n=st.integers(1, 6), ops=layout_ops, n_keys=st.integers(0, 300))
+def test_no_key_is_lost_or_duplicated_across_random_operations(start_n, ops, n_keys) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        backend = MemoryBackend(Int64Codec())
+        root = str(Path(tmp) / "durable")
+        layout = Layout.uniform(start_n)
+        expected = populate(backend, layout, n_keys)
+        LayoutRegistry(Location.of(root)).initialize(layout)
+        migrator = Migrator(root, backend, max_workers=2)
+        for op, pick in ops:
+            chosen = layout.channels[pick % layout.n_channels]
+            if op == "out" or layout.n_channels == 1:
+                layout = layout.scale_out(1 + pick % 2)
+            elif op == "in":
+                layout = layout.scale_in(1)
+            elif op == "split":
+                layout = layout.split(chosen)
+            else:
+                layout = layout.merge(chosen)
+            migrator.migrate(layout)
+            assert assert_owned_exactly_once(backend, root, expected) == layout
