@@ -238,3 +238,18 @@ def test_no_key_is_lost_or_duplicated_across_random_operations(start_n, ops, n_k
                 layout = layout.merge(chosen)
             migrator.migrate(layout)
             assert assert_owned_exactly_once(backend, root, expected) == layout
+
+
+def test_registry_initializes_once_and_never_discards_the_committed_layout(tmp_path) -> None:
+    from elasticity.migration import RegistryError
+
+    registry = LayoutRegistry(Location.of(str(tmp_path)))
+    with pytest.raises(RegistryError):
+        registry.committed()
+    first = Layout.uniform(2)
+    assert registry.initialize(first) == first
+    assert registry.initialize(Layout.uniform(5)) == first  # already initialized
+    with pytest.raises(RegistryError):
+        registry.discard(first.epoch)
+    with pytest.raises(RegistryError):
+        registry.commit(first.epoch + 1)  # never staged
