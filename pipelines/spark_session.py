@@ -6,6 +6,8 @@ here and nowhere else.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -41,6 +43,8 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
         # Adaptive execution would coalesce the elastic stage's partitions and break the
         # one-channel-one-task placement.
         "spark.sql.adaptive.enabled": "false",
+        # Workers must run the interpreter that has esp's packages (the project's venv).
+        "spark.pyspark.python": spark.python_executable or sys.executable,
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     }
@@ -50,6 +54,9 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
 
 def build_spark_session(settings: EspSettings) -> SparkSession:
     """Get or create the process's Spark session with the Kafka connector on its classpath."""
+    # PySpark picks the workers' interpreter from PYSPARK_PYTHON when the context starts
+    # (spark.pyspark.python only reaches spark-submit), so both are set.
+    os.environ["PYSPARK_PYTHON"] = settings.spark.python_executable or sys.executable
     builder = SparkSession.builder
     for key, value in spark_conf(settings.spark, connector_jars(settings.jars_dir)).items():
         builder = builder.config(key, value)

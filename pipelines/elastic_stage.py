@@ -1,0 +1,250 @@
+"""The elastic keyed stage: per-batch deltas routed by the current layout to N channels, each
+channel's state updated by exactly one Spark task.
+
+Plan of one micro-batch (all inside Spark; Python only sees the pre-aggregated deltas):
+
+    deltas (key, n) ──xxhash64 in the JVM──► route (layout lookup → channel, placement label)
+        ──repartition(N, label)──► apply (task p owns channel channels[p]: state += n)
+        ──► rows of kind "result" | "stat" | "probe"
+
+Placement is exact: the label of channel c is an integer whose Spark Murmur3 bucket is c's
+dense index, found by Spark itself (`placement_labels`), so `repartition(N, label)` puts every
+row of channel c, and nothing else, in task c.
+
+The per-key update is a sum (word counts, windowed counts). State is versioned by batch id:
+a replayed batch finds its id committed and only re-reads the values it produced.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from elasticity.layout import Layout
+from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
+
+OUTPUT_SCHEMA = T.StructType(
+    [
+        T.StructField("kind", T.StringType(), False),
+        T.StructField("key", T.StringType(), True),
+        T.StructField("value", T.LongType(), True),
+        T.StructField("channel", T.IntegerType(), False),
+        T.StructField("latency_ms", T.DoubleType(), True),
+        T.StructField("records", T.LongType(), True),
+        T.StructField("keys_in", T.LongType(), True),
+        T.StructField("proc_ms", T.DoubleType(), True),
+        T.StructField("state_keys", T.LongType(), True),
+    ]
+)
+_INPUT_COLUMNS = ("key", "key_hash", "n", "probe_sent_ms", "channel")
+ROUTED_FIELDS = [
+    T.StructField("channel", T.IntegerType(), False),
+    T.StructField("label", T.LongType(), False),
+]
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """What executors need to find a channel's state (picklable, shipped with the closures)."""
+
+    stream: str
+    durable_uri: str
+    local_dir: str
+    store_kind: str = "rocks"
+
+
+def deltas_schema() -> T.StructType:
+    """The input of the stage: key, its Spark xxhash64, the increment, and probe send time."""
+    return T.StructType(
+        [
+            T.StructField("key", T.StringType(), False),
+            T.StructField("key_hash", T.LongType(), False),
+            T.StructField("n", T.LongType(), False),
+            T.StructField("probe_sent_ms", T.LongType(), True),
+        ]
+    )
+
+
+def with_key_hash(deltas: DataFrame) -> DataFrame:
+    """Add Spark's xxhash64 of the key: the same hash elasticity.hashing computes in Python."""
+    return deltas.withColumn("key_hash", F.xxhash64("key"))
+
+
+def placement_labels(spark: SparkSession, n_partitions: int) -> list[int]:
+    """label[p] = the smallest long whose `repartition(n, col)` bucket is p, computed by Spark."""
+    found = (
+        spark.range(0, 64 * n_partitions + 64)
+        .select(F.col("id"), F.expr(f"pmod(hash(id), {n_partitions})").alias("bucket"))
+        .groupBy("bucket")
+        .agg(F.min("id").alias("label"))
+        .collect()
+    )
+    labels = {int(r.bucket): int(r.label) for r in found}
+    missing = set(range(n_partitions)) - labels.keys()
+    if missing:
+        raise RuntimeError(f"no placement label found for partitions {sorted(missing)}")
+    return [labels[p] for p in range(n_partitions)]
+
+
+def _router(layout_json: str, labels: list[int]):
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+
+        layout = Layout.from_json(layout_json)
+        label_of = np.asarray(labels, dtype=np.int64)
+        for batch in batches:
+            hashes = batch.column("key_hash").to_numpy(zero_copy_only=False)
+            dense = layout.lookup_partitions(hashes)
+            channels = np.asarray(layout.channels, dtype=np.int32)[dense]
+            yield batch.append_column("channel", pa.array(channels, pa.int32())).append_column(
+                "label", pa.array(label_of[dense], pa.int64())
+            )
+
+    return route
+
+
+def route(deltas: DataFrame, layout: Layout, labels: list[int]) -> DataFrame:
+    """Add each row's channel and placement label under `layout`."""
+    schema = T.StructType(deltas.schema.fields + ROUTED_FIELDS)
+    return deltas.mapInArrow(_router(layout.to_json(), labels), schema)
+
+
+@dataclass
+class _CachedStore:
+    store: StateStore
+    epoch: int
+
+
+@dataclass
+class WorkerStores:
+    """The channel stores open in one Python worker process, kept across batches.
+
+    A store opened at epoch E is reused at E+1 only if its channel existed in both layouts:
+    the migration changed it through its durable history, which `sync()` replays. Anything
+    else (a new channel id, a worker that missed an epoch) reopens from the durable history.
+    """
+
+    spec: StageSpec
+    cached: dict[int, _CachedStore] = field(default_factory=dict)
+
+    def _backend(self, epoch: int):
+        codec = Int64Codec()
+        if self.spec.store_kind == "memory":
+            return MemoryBackend(codec, durable=self.spec.durable_uri)
+        local = os.path.join(self.spec.local_dir, f"worker-{os.getpid()}", f"e{epoch}")
+        return RocksBackend(codec, durable=self.spec.durable_uri, local_dir=local)
+
+    def store_for(self, channel: int, epoch: int, previous_channels: frozenset[int]) -> StateStore:
+        entry = self.cached.get(channel)
+        if entry is not None and (entry.epoch == epoch or (entry.epoch == epoch - 1 and channel in previous_channels)):
+            entry.epoch = epoch
+            entry.store.sync()
+            return entry.store
+        if entry is not None:
+            self._discard(entry)
+        store = self._backend(epoch).open(channel)
+        self.cached[channel] = _CachedStore(store, epoch)
+        return store
+
+    def _discard(self, entry: _CachedStore) -> None:
+        entry.store.close()
+        local_path = getattr(entry.store, "local_path", None)
+        if local_path:
+            shutil.rmtree(local_path, ignore_errors=True)
+
+
+_WORKER_STORES: dict[StageSpec, WorkerStores] = {}
+
+
+def worker_stores(spec: StageSpec) -> WorkerStores:
+    return _WORKER_STORES.setdefault(spec, WorkerStores(spec))
+
+
+def apply_deltas(store: StateStore, batch_id: int, keys: list[str], hashes: list[int], increments: list[int]) -> list[int]:
+    """Add the increments to the keys' counts in one batch transaction; the new totals."""
+    tx = store.begin(batch_id)
+    if tx.is_replay:
+        # Committed before a crash: the totals are what that attempt produced.
+        totals = [int(store.get(k, key_hash=h) or 0) for k, h in zip(keys, hashes)]
+        tx.abort()
+        return totals
+    totals = []
+    for key, key_hash, n in zip(keys, hashes, increments):
+        total = int(tx.get(key, key_hash=key_hash) or 0) + n
+        tx.put(key, total, key_hash=key_hash)
+        totals.append(total)
+    tx.prepare()
+    tx.commit()
+    return totals
+
+
+def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], batch_id: int):
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        started = time.perf_counter()
+        layout = Layout.from_json(layout_json)
+        channel = layout.channels[TaskContext.get().partitionId()]
+        received = list(batches)
+        rows = pa.Table.from_batches(received).to_pydict() if received else dict.fromkeys(_INPUT_COLUMNS, [])
+        strays = {c for c in rows["channel"] if c != channel}
+        if strays:
+            raise RuntimeError(f"placement broken: task of channel {channel} got rows of channels {sorted(strays)}")
+        data = [i for i, sent in enumerate(rows["probe_sent_ms"]) if sent is None]
+        probes = [sent for sent in rows["probe_sent_ms"] if sent is not None]
+        store = worker_stores(spec).store_for(channel, layout.epoch, frozenset(previous_channels))
+        keys = [rows["key"][i] for i in data]
+        totals = apply_deltas(store, batch_id, keys, [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data])
+        finished_ms = time.time() * 1000
+        yield _result_batch(keys, totals, channel)
+        yield _stat_batch(channel, sum(rows["n"][i] for i in data), len(keys), (time.perf_counter() - started) * 1000, len(store))
+        yield _probe_batch(channel, [finished_ms - sent for sent in probes])
+
+    return apply
+
+
+def _batch(columns: dict[str, list]) -> pa.RecordBatch:
+    n = len(next(iter(columns.values())))
+    arrays = []
+    for f in OUTPUT_SCHEMA.fields:
+        values = columns.get(f.name, [None] * n)
+        arrays.append(pa.array(values, _ARROW_TYPES[type(f.dataType)]))
+    return pa.RecordBatch.from_arrays(arrays, names=[f.name for f in OUTPUT_SCHEMA.fields])
+
+
+_ARROW_TYPES = {T.StringType: pa.string(), T.LongType: pa.int64(), T.IntegerType: pa.int32(), T.DoubleType: pa.float64()}
+
+
+def _result_batch(keys: list[str], totals: list[int], channel: int) -> pa.RecordBatch:
+    return _batch({"kind": ["result"] * len(keys), "key": keys, "value": totals, "channel": [channel] * len(keys)})
+
+
+def _stat_batch(channel: int, records: int, keys_in: int, proc_ms: float, state_keys: int) -> pa.RecordBatch:
+    return _batch(
+        {"kind": ["stat"], "channel": [channel], "records": [records], "keys_in": [keys_in], "proc_ms": [proc_ms], "state_keys": [state_keys]}
+    )
+
+
+def _probe_batch(channel: int, latencies: list[float]) -> pa.RecordBatch:
+    return _batch({"kind": ["probe"] * len(latencies), "channel": [channel] * len(latencies), "latency_ms": latencies})
+
+
+def run_stage(
+    deltas: DataFrame,
+    layout: Layout,
+    labels: list[int],
+    spec: StageSpec,
+    batch_id: int,
+    previous_channels: list[int],
+) -> DataFrame:
+    """The stage's output for one batch: results, one stat row per channel, probe latencies."""
+    routed = route(deltas, layout, labels).repartition(layout.n_channels, "label").drop("label")
+    return routed.mapInArrow(_applier(spec, layout.to_json(), previous_channels, batch_id), OUTPUT_SCHEMA)

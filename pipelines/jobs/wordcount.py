@@ -1,0 +1,50 @@
+"""Word count: text lines → words → a running count per word.
+
+The same tokenization serves the elastic job, the native-Spark baseline and the batch oracle,
+so the three can only differ in how they keep state.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipelines.dead_letters import REJECT, basic_value_checks, first_reason
+from pipelines.probes import PROBE_KAFKA_KEY
+
+MAX_WORD_CHARS = 200
+
+
+def is_probe() -> Column:
+    return F.col("key").isNotNull() & (F.col("key") == F.lit(PROBE_KAFKA_KEY))
+
+
+def parse_lines(raw: DataFrame) -> DataFrame:
+    """Kafka rows (probes excluded) with `line` and `reject_reason` (null when good)."""
+    value = F.col("value")
+    line = F.trim(value.cast("string"))
+    reason = first_reason(*basic_value_checks(value), (line == "", "empty line"))
+    return raw.where(~is_probe()).withColumn("line", line).withColumn(REJECT, reason)
+
+
+def words_of(lines: DataFrame) -> DataFrame:
+    """One row per word of the good lines (split on whitespace; words cut to MAX_WORD_CHARS)."""
+    tokens = lines.select(F.explode(F.split(F.col("line"), r"\s+")).alias("token"))
+    return tokens.select(F.substring("token", 1, MAX_WORD_CHARS).alias("word")).where(F.col("word") != "")
+
+
+def word_deltas(lines: DataFrame) -> DataFrame:
+    """(word, n): how many times each word occurs in these lines (JVM pre-aggregation)."""
+    return words_of(lines).groupBy("word").agg(F.count(F.lit(1)).alias("n"))
+
+
+def batch_oracle(raw: DataFrame) -> dict[str, int]:
+    """The exact counts of everything in a Kafka batch read: the reference for tests."""
+    good = parse_lines(raw).where(F.col(REJECT).isNull())
+    return {r.word: r.n for r in word_deltas(good).collect()}
+
+
+def native_counts(lines_stream: DataFrame) -> DataFrame:
+    """The baseline: Spark's own stateful `groupBy().count()` (RocksDB state store)."""
+    good = parse_lines(lines_stream).where(F.col(REJECT).isNull())
+    return words_of(good).groupBy("word").count()

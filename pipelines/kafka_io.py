@@ -1,0 +1,51 @@
+"""Spark's native Kafka source and sink, configured one way for every esp job."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+
+
+def read_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None = None) -> DataFrame:
+    """A streaming DataFrame over one topic, from the earliest offset on first start."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", "true")
+    )
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    return reader.load().select(*KAFKA_COLUMNS)
+
+
+def read_batch(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    """Everything currently in a topic, as a batch DataFrame (for oracles and backfills)."""
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+        .select(*KAFKA_COLUMNS)
+    )
+
+
+def write_batch(df: DataFrame, bootstrap: str, topic: str, key: Column, value: Column) -> None:
+    """Write a batch DataFrame to a topic (at-least-once: a replayed batch writes again)."""
+    (
+        df.select(key.cast("binary").alias("key"), value.cast("binary").alias("value"))
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .save()
+    )
+
+
+def source_position() -> Column:
+    """topic/partition/offset of a record: a stable id for dedup downstream."""
+    return F.concat_ws(":", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))

@@ -1,0 +1,1 @@
+"""Long-running elastic stream jobs: their spec, folders, control channel, metrics and runner."""

@@ -1,0 +1,88 @@
+"""How the outside world asks a running stream to rescale, and learns the outcome.
+
+A request is a JSON file in the stream's control folder. The stream picks it up at the next
+micro-batch boundary (before routing that batch: the horizontal barrier), migrates, commits
+the new layout, and publishes `result-<id>.json`. Files are written temp-then-rename.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from elasticity.layout import Layout
+from elasticity.state import Location
+
+REQUEST = "rescale-request.json"
+
+
+class RescaleTarget(BaseModel):
+    """What the next layout should be."""
+
+    op: Literal["scale_to", "split", "merge"] = Field(..., description="scale_to N channels, split or merge one channel.")
+    channels: int | None = Field(None, ge=1, description="scale_to: the channel count wanted.")
+    channel: int | None = Field(None, ge=0, description="split/merge: the channel id.")
+
+    def next_layout(self, current: Layout) -> Layout:
+        """The layout of epoch E+1 this target asks for; ValueError if it makes no sense."""
+        if self.op == "scale_to":
+            if self.channels is None:
+                raise ValueError("scale_to needs `channels`")
+            delta = self.channels - current.n_channels
+            if delta == 0:
+                raise ValueError(f"the stream already has {current.n_channels} channels")
+            return current.scale_out(delta) if delta > 0 else current.scale_in(-delta)
+        if self.channel is None or self.channel not in current.channels:
+            raise ValueError(f"{self.op} needs a channel among {list(current.channels)}, got {self.channel}")
+        if self.op == "split":
+            return current.split(self.channel)
+        if current.n_channels == 1:
+            raise ValueError("cannot merge the only channel")
+        return current.merge(self.channel)
+
+
+class RescaleRequest(BaseModel):
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12], description="Correlates request and result.")
+    target: RescaleTarget
+    reason: str = Field("", description="Why (the controller's sentence, or 'manual').")
+    requested_at: float = Field(default_factory=time.time, description="Unix time of the request.")
+
+
+class ControlChannel:
+    """The control folder of one stream."""
+
+    def __init__(self, folder: str) -> None:
+        self.location = Location.of(folder)
+        self.location.ensure()
+
+    def request(self, request: RescaleRequest) -> None:
+        if self.location.exists(REQUEST):
+            pending = RescaleRequest.model_validate_json(self.location.read_bytes(REQUEST))
+            raise RuntimeError(f"a rescale request ({pending.request_id}) is already waiting for the stream")
+        self.location.publish_bytes(REQUEST, request.model_dump_json().encode())
+
+    def take_request(self) -> RescaleRequest | None:
+        """The waiting request, if any (it stays until its result is published)."""
+        if not self.location.exists(REQUEST):
+            return None
+        return RescaleRequest.model_validate_json(self.location.read_bytes(REQUEST))
+
+    def publish_result(self, request_id: str, result: dict[str, Any]) -> None:
+        self.location.publish_bytes(f"result-{request_id}.json", json.dumps(result, default=str).encode())
+        self.location.delete_file(REQUEST)
+
+    def result(self, request_id: str) -> dict[str, Any] | None:
+        name = f"result-{request_id}.json"
+        return json.loads(self.location.read_bytes(name)) if self.location.exists(name) else None
+
+    def wait_for_result(self, request_id: str, timeout_s: float, poll_s: float = 0.2) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if (found := self.result(request_id)) is not None:
+                return found
+            time.sleep(poll_s)
+        raise TimeoutError(f"the stream did not answer rescale request {request_id} within {timeout_s:.0f}s; is it running?")

@@ -1,0 +1,101 @@
+"""Per-batch metrics of a stream, and where they go.
+
+Each micro-batch produces one `BatchMetrics` record (stream totals plus one entry per channel).
+The driver publishes it as JSON to the `<stream>.metrics` topic: the sensors of the
+orchestration layer read the last few records from there, wherever the stream's driver runs,
+and the topic's retention keeps it bounded (`METRICS_TOPIC_CONFIGS`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+METRICS_TOPIC_CONFIGS = {"retention.ms": str(6 * 3600 * 1000), "cleanup.policy": "delete"}
+
+
+@dataclass
+class ChannelMetrics:
+    channel: int
+    records: int = 0
+    keys_in: int = 0
+    proc_ms: float = 0.0
+    state_keys: int = 0
+    probe_latency_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class BatchMetrics:
+    stream: str
+    batch_id: int
+    epoch: int
+    channels: int
+    wall_time: float
+    input_records: int = 0
+    rejected_records: int = 0
+    late_records: int = 0
+    batch_ms: float = 0.0
+    records_per_s: float = 0.0
+    lag_records: int = 0
+    lag_by_partition: dict[str, int] = field(default_factory=dict)
+    per_channel: list[ChannelMetrics] = field(default_factory=list)
+    rescale: dict[str, Any] | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> "BatchMetrics":
+        data = json.loads(raw)
+        data["per_channel"] = [ChannelMetrics(**c) for c in data.get("per_channel", [])]
+        return cls(**data)
+
+    @property
+    def probe_latencies(self) -> list[float]:
+        return [lat for c in self.per_channel for lat in c.probe_latency_ms]
+
+
+def kafka_lag(end_offsets: dict[int, int], consumed: dict[int, int]) -> dict[int, int]:
+    """Records not yet consumed per partition: broker end offset minus the query's offset."""
+    return {p: max(0, end - consumed.get(p, 0)) for p, end in end_offsets.items()}
+
+
+def consumed_offsets(progress: dict[str, Any] | None, topic: str) -> dict[int, int]:
+    """The end offsets of the last committed micro-batch, from a StreamingQueryProgress dict."""
+    if not progress:
+        return {}
+    for source in progress.get("sources", []):
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            end = json.loads(end)
+        if isinstance(end, dict) and topic in end:
+            return {int(p): int(o) for p, o in end[topic].items()}
+    return {}
+
+
+def read_recent(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 5.0) -> list[BatchMetrics]:
+    """The last `limit` metrics records of a stream (oldest first)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000))
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            return []
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        for tp in partitions:
+            consumer.seek(tp, max(0, ends[tp] - limit))
+        records: list[BatchMetrics] = []
+        remaining = sum(min(limit, ends[tp]) for tp in partitions)
+        while remaining > 0:
+            polled = consumer.poll(timeout_ms=int(timeout_s * 1000))
+            if not polled:
+                break
+            for batch in polled.values():
+                records += [BatchMetrics.from_json(r.value) for r in batch]
+                remaining -= len(batch)
+        return sorted(records, key=lambda m: (m.wall_time, m.batch_id))[-limit:]
+    finally:
+        consumer.close()

@@ -1,0 +1,259 @@
+"""The driver side of an elastic stream: one Structured Streaming query whose `foreachBatch`
+routes each micro-batch through the elastic keyed stage, writes results exactly once, and
+applies rescale requests at batch boundaries.
+
+Exactly-once: Spark's checkpoint fixes each batch's offsets before it runs; the results and
+bronze tables are overwritten per batch id; channel state is versioned by batch id (a replay
+is a no-op). The Kafka results and dead-letter topics are at-least-once (a replayed batch
+publishes again; records are keyed so consumers can keep the last value).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from elasticity.layout import Layout
+from elasticity.migration import Migrator
+from elasticity.migration.registry import LayoutRegistry
+from elasticity.state import Int64Codec, Location, MemoryBackend, RocksBackend
+from pipelines import kafka_io
+from pipelines.dead_letters import REJECT, split_rejected, write_dead_letters
+from pipelines.elastic_stage import StageSpec, placement_labels, run_stage, with_key_hash
+from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
+from pipelines.probes import PROBE_KAFKA_KEY
+from pipelines.streams.control import ControlChannel
+from pipelines.streams.jobs import JobLogic, job_logic
+from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
+from pipelines.streams.spec import StreamSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _BatchContext:
+    batch_id: int
+    started: float
+    layout: Layout
+    rescale: dict[str, Any] | None = None
+
+
+@dataclass
+class ElasticStream:
+    """One elastic stream: prepare its topics and folders, start it, observe it, stop it."""
+
+    spark: SparkSession
+    spec: StreamSpec
+    on_metrics: Callable[[BatchMetrics], None] | None = None
+    query: StreamingQuery | None = None
+    last_metrics: BatchMetrics | None = None
+    _labels: dict[int, list[int]] = field(default_factory=dict)
+    _producer: Any = None
+    _migrator: Migrator | None = None
+
+    def __post_init__(self) -> None:
+        root = str(Path(self.spec.root).resolve()) if "://" not in self.spec.root else self.spec.root
+        self.spec = self.spec.model_copy(update={"root": root})
+        self.logic: JobLogic = job_logic(self.spec)
+        self.stage = StageSpec(self.spec.name, self.spec.elastic_root, self.spec.local_state, self.spec.store_kind)
+        self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
+        self.control = ControlChannel(self.spec.control_dir)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def prepare(self) -> Layout:
+        """Check the input topic, create output topics, commit the first layout (or recover)."""
+        require_topics(self.spec.bootstrap_servers, [self.spec.input_topic])
+        ensure_topics(
+            self.spec.bootstrap_servers,
+            [
+                TopicSpec(name=self.spec.results_topic, partitions=4),
+                TopicSpec(name=self.spec.dead_letter_topic, partitions=1),
+                TopicSpec(name=self.spec.metrics_topic, partitions=1, configs=METRICS_TOPIC_CONFIGS),
+            ],
+        )
+        Location.of(self.spec.elastic_root).ensure()
+        self.registry.initialize(Layout.uniform(self.spec.channels))
+        recovered = self.migrator().recover()
+        if recovered.action != "nothing":
+            log.warning("recovered an interrupted rescale: %s", recovered)
+        return self.registry.committed()
+
+    def start(self) -> StreamingQuery:
+        self.prepare()
+        source = kafka_io.read_stream(
+            self.spark, self.spec.bootstrap_servers, self.spec.input_topic, self.spec.max_offsets_per_trigger
+        )
+        self.query = (
+            source.writeStream.queryName(self.spec.name)
+            .foreachBatch(self.process_batch)
+            .option("checkpointLocation", self.spec.checkpoint)
+            .trigger(processingTime=f"{self.spec.trigger_seconds} seconds")
+            .start()
+        )
+        return self.query
+
+    def stop(self) -> None:
+        """Stop at a batch boundary: Spark lets the running batch finish before it returns."""
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+        if self._migrator is not None:
+            self._migrator.backend.close()
+            self._migrator = None
+
+    # -- one micro-batch ---------------------------------------------------------------------
+
+    def process_batch(self, raw: DataFrame, batch_id: int) -> None:
+        context = _BatchContext(batch_id, time.perf_counter(), self.registry.committed())
+        context.rescale = self._apply_pending_rescale()
+        context.layout = self.registry.routing_layout()
+        raw = raw.persist()
+        try:
+            metrics = self._run_batch(raw, context)
+        finally:
+            raw.unpersist()
+        self._publish(metrics)
+
+    def _run_batch(self, raw: DataFrame, context: _BatchContext) -> BatchMetrics:
+        parsed = self.logic.parse(raw).persist()
+        good, rejected = split_rejected(parsed)
+        rejected_count = rejected.count()
+        if rejected_count:
+            write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, context.batch_id)
+        self._archive(good, context.batch_id)
+        deltas = with_key_hash(self.logic.deltas(good)).select("key", "key_hash", "n", F.lit(None).cast("long").alias("probe_sent_ms"))
+        stage_input = deltas.unionByName(self._probes(raw))
+        layout = context.layout
+        out = run_stage(
+            stage_input, layout, self._labels_for(layout.n_channels), self.stage, context.batch_id, self._previous_channels(layout)
+        ).persist()
+        try:
+            self._write_results(out.where(F.col("kind") == "result"), context.batch_id)
+            side = out.where(F.col("kind") != "result").collect()
+        finally:
+            out.unpersist()
+            parsed.unpersist()
+        return self._metrics(context, side, rejected_count)
+
+    def _probes(self, raw: DataFrame) -> DataFrame:
+        probes = raw.where(F.col("key") == F.lit(PROBE_KAFKA_KEY)).select(F.col("value").cast("string").alias("json"))
+        return with_key_hash(
+            probes.select(
+                F.get_json_object("json", "$.routing_key").alias("key"),
+                F.lit(0).cast("long").alias("n"),
+                F.get_json_object("json", "$.sent_ms").cast("long").alias("probe_sent_ms"),
+            ).where(F.col("key").isNotNull() & F.col("probe_sent_ms").isNotNull())
+        ).select("key", "key_hash", "n", "probe_sent_ms")
+
+    def _archive(self, good: DataFrame, batch_id: int) -> None:
+        bronze = self.logic.bronze(good).withColumn("batch_id", F.lit(batch_id))
+        (
+            bronze.write.mode("overwrite")
+            .option("partitionOverwriteMode", "dynamic")
+            .partitionBy("date", "batch_id")
+            .parquet(self.spec.bronze_table)
+        )
+
+    def _write_results(self, results: DataFrame, batch_id: int) -> None:
+        rows = results.select(F.col("key"), F.col("value").alias("count"), F.col("channel"), F.lit(batch_id).alias("batch_id"))
+        rows = self.logic.result_columns(rows)
+        rows.write.mode("overwrite").parquet(f"{self.spec.results_table}/batch_id={batch_id}")
+        if self.spec.results_to_kafka:
+            kafka_io.write_batch(
+                rows, self.spec.bootstrap_servers, self.spec.results_topic,
+                key=F.col(self.logic.result_key), value=F.to_json(F.struct(*[F.col(c) for c in rows.columns])),
+            )
+
+    # -- rescale at the batch boundary (the horizontal barrier) --------------------------------
+
+    def migrator(self) -> Migrator:
+        if self._migrator is None:
+            codec = Int64Codec()
+            if self.spec.store_kind == "memory":
+                backend = MemoryBackend(codec, durable=self.spec.elastic_root)
+            else:
+                backend = RocksBackend(codec, durable=self.spec.elastic_root, local_dir=f"{self.spec.local_state}/driver")
+            self._migrator = Migrator(Location.of(self.spec.elastic_root), backend)
+        return self._migrator
+
+    def _apply_pending_rescale(self) -> dict[str, Any] | None:
+        request = self.control.take_request()
+        if request is None:
+            return None
+        started = time.perf_counter()
+        current = self.registry.committed()
+        try:
+            new = request.target.next_layout(current)
+            new = Layout(current.epoch + 1, new.bounds, new.owners, origin=new.origin) if new.epoch != current.epoch + 1 else new
+            report = self.migrator().migrate(new)
+        except Exception as error:  # refused or failed: the stream keeps the committed layout
+            result = {"request_id": request.request_id, "status": "failed", "error": str(error)}
+            self.control.publish_result(request.request_id, result)
+            log.error("rescale %s failed: %s", request.request_id, error)
+            return result
+        result = {
+            "request_id": request.request_id,
+            "status": "committed",
+            "reason": request.reason,
+            "pause_ms": (time.perf_counter() - started) * 1000,
+            "requested_at": request.requested_at,
+            "layout": new.to_dict(),
+            **report.to_dict(),
+        }
+        self.control.publish_result(request.request_id, result)
+        return result
+
+    def _previous_channels(self, layout: Layout) -> list[int]:
+        return list(self.registry.load(layout.epoch - 1).channels) if layout.epoch > 0 else []
+
+    def _labels_for(self, n: int) -> list[int]:
+        if n not in self._labels:
+            self._labels[n] = placement_labels(self.spark, n)
+        return self._labels[n]
+
+    # -- metrics ---------------------------------------------------------------------------
+
+    def _metrics(self, context: _BatchContext, side_rows: list, rejected: int) -> BatchMetrics:
+        per_channel = {c: ChannelMetrics(channel=c) for c in context.layout.channels}
+        for row in side_rows:
+            entry = per_channel[row.channel]
+            if row.kind == "stat":
+                entry.records, entry.keys_in, entry.proc_ms, entry.state_keys = row.records, row.keys_in, row.proc_ms, row.state_keys
+            elif row.kind == "probe":
+                entry.probe_latency_ms.append(row.latency_ms)
+        elapsed = time.perf_counter() - context.started
+        records = sum(c.records for c in per_channel.values())
+        return BatchMetrics(
+            stream=self.spec.name,
+            batch_id=context.batch_id,
+            epoch=context.layout.epoch,
+            channels=context.layout.n_channels,
+            wall_time=time.time(),
+            input_records=records,
+            rejected_records=rejected,
+            batch_ms=elapsed * 1000,
+            records_per_s=records / elapsed if elapsed > 0 else 0.0,
+            per_channel=list(per_channel.values()),
+            rescale=context.rescale,
+        )
+
+    def _publish(self, metrics: BatchMetrics) -> None:
+        self.last_metrics = metrics
+        if self._producer is None:
+            from kafka import KafkaProducer
+
+            self._producer = KafkaProducer(bootstrap_servers=self.spec.bootstrap_servers, linger_ms=5)
+        self._producer.send(self.spec.metrics_topic, key=self.spec.name.encode(), value=metrics.to_json())
+        self._producer.flush(timeout=10)
+        if self.on_metrics is not None:
+            self.on_metrics(metrics)

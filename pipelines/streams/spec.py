@@ -1,0 +1,70 @@
+"""The typed description of one elastic stream, and the folders and topics derived from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StreamSpec(BaseModel):
+    """One elastic stream job; every option has a default and says what it is."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("wordcount", pattern=r"^[a-z][a-z0-9_-]*$", description="Stream name; prefixes its topics and folders.")
+    job: Literal["wordcount", "adclicks"] = Field("wordcount", description="Which pipeline the stream runs.")
+    input_topic: str = Field("words", description="Kafka topic the stream reads.")
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap address.")
+    root: str = Field(".esp/run/streams/wordcount", description="Folder (path or URI) for checkpoint, state, tables, control.")
+    channels: int = Field(4, ge=1, le=1024, description="Channels of the elastic stage when the stream first starts.")
+    trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
+    max_offsets_per_trigger: int | None = Field(None, ge=1, description="Cap on records per micro-batch (None: all available).")
+    store_kind: Literal["rocks", "memory"] = Field("rocks", description="Channel state store: RocksDB or in-memory (durable history either way).")
+    snapshot_every_batches: int = Field(25, ge=1, description="Take a state snapshot (and prune changelogs) every N batches.")
+    results_to_kafka: bool = Field(True, description="Also publish result updates to the `<name>.results` topic.")
+    window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
+    watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
+    probe_period_s: float = Field(1.0, gt=0, description="eSault PROBE_PERIOD: how often probes are sent per channel.")
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.root)
+
+    @property
+    def checkpoint(self) -> str:
+        return str(self.folder / "checkpoint")
+
+    @property
+    def elastic_root(self) -> str:
+        """Layout registry, channel state histories, migration areas."""
+        return str(self.folder / "elastic")
+
+    @property
+    def local_state(self) -> str:
+        return str(self.folder / "local")
+
+    @property
+    def results_table(self) -> str:
+        return str(self.folder / "tables" / "results")
+
+    @property
+    def bronze_table(self) -> str:
+        return str(self.folder / "tables" / "bronze")
+
+    @property
+    def control_dir(self) -> str:
+        return str(self.folder / "control")
+
+    @property
+    def results_topic(self) -> str:
+        return f"{self.name}.results"
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return f"{self.name}.dlq"
+
+    @property
+    def metrics_topic(self) -> str:
+        return f"{self.name}.metrics"
