@@ -4,4 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from orchestration.cli.bench_ring import ring_command
+from orchestration.cli.bench_simulate import simulate_command
+
 bench_app = typer.Typer(help="Benchmarks (JSON + PNG output, ratios in one run).", no_args_is_help=True)
+bench_app.command("ring")(ring_command)
+bench_app.command("simulate")(simulate_command)
