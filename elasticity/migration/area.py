@@ -19,7 +19,7 @@ import pyarrow.ipc as ipc
 import xxhash
 
 from elasticity.state.files import Location
-from elasticity.state.records import concat_entries, empty_entries
+from elasticity.state.records import concat_entries
 
 _MANIFEST = "manifest.json"
 
@@ -95,9 +95,13 @@ class MigrationArea:
         return BarrierCheck(not problems, tuple(problems))
 
     def read(self, source: int, target: int) -> pa.Table:
+        """The entries `source` donated to `target`; every planned pair has a file (maybe
+        empty), so a missing one is an error, never "nothing to move"."""
         where = self._from(source)
         name = f"to={target}.arrow"
-        return where.read_ipc(name) if where.exists(name) else empty_entries()
+        if not where.exists(name):
+            raise FileNotFoundError(f"donation {source}->{target} missing under {where.path}")
+        return where.read_ipc(name)
 
     def incoming(self, target: int, sources: list[int]) -> pa.Table:
         return concat_entries([self.read(source, target) for source in sources])

@@ -36,7 +36,7 @@ from typing import Literal, TypeVar
 import numpy as np
 
 from elasticity.layout import Layout
-from elasticity.migration.area import DonatedFile, MigrationArea
+from elasticity.migration.area import BarrierCheck, DonatedFile, MigrationArea
 from elasticity.migration.journal import Journal, Phase
 from elasticity.migration.plan import MigrationPlan
 from elasticity.migration.registry import LayoutRegistry
@@ -61,6 +61,9 @@ HOOK_POINTS = (
     "committed",  # current-layout pointer renamed, journal not yet written
     "finalize:dropped:<channel>",  # a removed channel's state deleted
     "complete",  # journal COMPLETE, barrier about to reopen
+    "rollback:dropped:<channel>",  # an added channel's partial state deleted
+    "rollback:withdrawn:<channel>",  # a channel's migration record withdrawn, state restored
+    "rollback:donations-removed",  # migration area emptied, journal not yet ROLLED_BACK
 )
 
 
@@ -195,8 +198,11 @@ class Migrator:
             return RecoveryResult("finished", epoch, epoch)
         new = self.registry.load(epoch)
         plan = MigrationPlan.between(committed, new)
-        barrier_passed = journal.has(Phase.DONATED)
-        if policy == "forward" or (policy == "auto" and barrier_passed):
+        # A rollback that was under way must finish: it may already have withdrawn records or
+        # deleted donations, so going forward could lose keys.
+        rolling_back = journal.has(Phase.ROLLING_BACK)
+        barrier_passed = journal.has(Phase.DONATED) and self._barrier(plan, area).passed
+        if not rolling_back and (policy == "forward" or (policy == "auto" and barrier_passed)):
             journal.record(Phase.RECOVERING, policy=policy)
             scratch = MigrationReport(committed.epoch, epoch, "recovery", committed.n_channels, new.n_channels)
             if not barrier_passed:
@@ -223,7 +229,7 @@ class Migrator:
         report.keys_moved = sum(f.rows for files in donations for f in files)
         report.bytes_moved = sum(f.bytes for files in donations for f in files)
         with self._timed(report, "vertical_barrier"):
-            check = area.vertical_barrier({d: plan.targets_of(d) for d in plan.donors})
+            check = self._barrier(plan, area)
             if not check.passed:
                 raise MigrationError(f"vertical barrier failed: {list(check.problems)[:5]}")
             journal.record(Phase.DONATED, keys=report.keys_moved, bytes=report.bytes_moved)
@@ -258,13 +264,20 @@ class Migrator:
         journal.record(Phase.ROLLING_BACK)
         for channel in plan.added:
             self.backend.drop(channel)
-        self._parallel(lambda c: _withdraw_migration(self.backend.open(c), plan.epoch), [c for c in plan.collectors if c not in plan.added])
+            self._hook(f"rollback:dropped:{channel}")
+        kept = [c for c in plan.collectors if c not in plan.added]
+        self._parallel(lambda c: self._withdraw(c, plan.epoch), kept)
         area.remove_donations()
+        self._hook("rollback:donations-removed")
         journal.record(Phase.ROLLED_BACK)
         self.registry.clear_pending()
         self.registry.discard(plan.epoch)
 
     # ---- helpers ------------------------------------------------------------------------------
+    @staticmethod
+    def _barrier(plan: MigrationPlan, area: MigrationArea) -> BarrierCheck:
+        return area.vertical_barrier({d: plan.targets_of(d) for d in plan.donors})
+
     def _area_and_journal(self, epoch: int) -> tuple[MigrationArea, Journal]:
         area = MigrationArea(self.root, epoch)
         return area, Journal(area.journal_location, self._wall_clock)
@@ -282,6 +295,11 @@ class Migrator:
             yield
         finally:
             report.phase_ms[phase] = report.phase_ms.get(phase, 0.0) + (self._clock() - start) * 1000.0
+
+
+    def _withdraw(self, channel: int, epoch: int) -> None:
+        _withdraw_migration(self.backend.open(channel), epoch)
+        self._hook(f"rollback:withdrawn:{channel}")
 
 
 def _withdraw_migration(store: StateStore, epoch: int) -> None:

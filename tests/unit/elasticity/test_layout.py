@@ -54,7 +54,7 @@ def test_default_tokens_balance_one_million_keys_for_every_n(million_hashes) -> 
         grown = grown.scale_out(1)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(n=st.integers(1, 64), seed=st.integers(0, 2**32), size=st.integers(50_000, 120_000))
 def test_scale_out_moves_about_one_over_n_plus_one_and_only_to_the_new_channel(n, seed, size) -> None:
     hashes = random_hashes(seed, size)
@@ -67,7 +67,7 @@ def test_scale_out_moves_about_one_over_n_plus_one_and_only_to_the_new_channel(n
     assert abs(moved.mean() / (1 / (n + 1)) - 1) <= TOLERANCE
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(n=st.integers(1, 64), seed=st.integers(0, 2**32), k=st.integers(1, 3))
 def test_scale_in_moves_only_the_removed_channels_keys(n, seed, k) -> None:
     hashes = random_hashes(seed, 30_000)
@@ -81,7 +81,7 @@ def test_scale_in_moves_only_the_removed_channels_keys(n, seed, k) -> None:
     assert abs(max(small.shares().values()) * n - 1) < 1e-9  # still balanced
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(n=st.integers(1, 64), data=st.data(), fraction=st.floats(0.1, 0.9))
 def test_targeted_split_moves_keys_only_out_of_the_split_channel(n, data, fraction) -> None:
     old = Layout.uniform(n)
@@ -98,7 +98,7 @@ def test_targeted_split_moves_keys_only_out_of_the_split_channel(n, data, fracti
     assert all(new_shares[c] == old_shares[c] for c in old.channels if c != hot)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(n=st.integers(2, 64), data=st.data())
 def test_merge_moves_only_the_merged_channels_keys(n, data) -> None:
     old = Layout.uniform(n)

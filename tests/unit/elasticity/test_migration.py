@@ -253,3 +253,18 @@ def test_registry_initializes_once_and_never_discards_the_committed_layout(tmp_p
         registry.discard(first.epoch)
     with pytest.raises(RegistryError):
         registry.commit(first.epoch + 1)  # never staged
+
+
+@pytest.mark.parametrize("failure_point", ["rollback:withdrawn", "rollback:donations-removed"])
+def test_an_interrupted_rollback_is_finished_even_after_the_barrier(make_backend, tmp_path, failure_point) -> None:
+    backend, root, old, expected = start(make_backend, tmp_path)
+    before = placement(backend, old.channels)
+    new = old.scale_out(1)
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at("collect:applied")).migrate(new)  # barrier passed
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at(failure_point)).rollback()
+    result = Migrator(root, backend).recover("forward")  # forward is no longer safe: must finish rolling back
+    assert result.action == "rolled_back"
+    assert assert_owned_exactly_once(backend, root, expected) == old
+    assert placement(backend, old.channels) == before

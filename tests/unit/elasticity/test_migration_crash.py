@@ -23,19 +23,16 @@ WORKER = Path(__file__).with_name("crash_worker.py")
 
 CASES = [
     # (operation, kill point, recovery policy, expected recovery action)
-    ("scale_out", "staged", "auto", "rolled_back"),
-    ("scale_out", "planned", "auto", "rolled_back"),
+    ("scale_out", "staged", "auto", "rolled_back"),  # barrier closed, nothing donated
     ("scale_out", "donate:file", "auto", "rolled_back"),  # mid-donate
     ("scale_out", "donate:manifest", "auto", "rolled_back"),  # one donor done, others not
     ("scale_out", "donated", "auto", "rolled_forward"),  # vertical barrier passed
     ("scale_out", "collect:prepared", "auto", "rolled_forward"),  # record durable, not applied
     ("scale_out", "collect:applied", "auto", "rolled_forward"),  # mid-collect
-    ("scale_out", "collected", "auto", "rolled_forward"),
     ("scale_out", "committed", "auto", "finished"),  # pointer renamed, journal not written
     ("scale_out", "complete", "auto", "finished"),  # barrier not yet reopened
     ("scale_out", "collect:applied", "rollback", "rolled_back"),
     ("scale_out", "donate:manifest", "forward", "rolled_forward"),
-    ("scale_in", "donate:manifest", "auto", "rolled_back"),
     ("scale_in", "collect:applied", "auto", "rolled_forward"),
     ("scale_in", "finalize:dropped", "auto", "finished"),
     ("split", "collect:prepared", "rollback", "rolled_back"),
