@@ -294,3 +294,16 @@ def test_json_struct_values_survive_reopen(make_store) -> None:
     with store.begin(0) as tx:
         tx.put("w", window)
     assert make_store.reopen(store).get("w") == window
+
+
+def test_history_accepts_a_filesystem_uri(tmp_path) -> None:
+    from elasticity.state import FileHistory, MemoryStore, RocksStore
+
+    uri = f"file://{tmp_path}/durable"
+    store = RocksStore(0, Int64Codec(), FileHistory.at(uri), str(tmp_path / "local"))
+    write_batch(store, 0, {"a": 1})
+    store.snapshot()
+    write_batch(store, 1, {"b": 2})
+    store.close()
+    assert (tmp_path / "durable" / "snapshot").is_dir()
+    assert dict(MemoryStore(0, Int64Codec(), FileHistory.at(uri)).items()) == {"a": 1, "b": 2}
