@@ -57,12 +57,17 @@ def _load_errors() -> Iterator[None]:
             raise typer.Exit(code=1) from None
 
 
-def _bootstrap(config: Path | None, bootstrap: str | None) -> str:
-    if bootstrap:
-        return bootstrap
-    from orchestration.stack.project import load_settings
+def _bootstrap(config: Path | None, bootstrap: str | None, topic: str) -> str:
+    """The bootstrap address, once the broker answered and the topic exists (before any progress bar)."""
+    from pipelines.kafka_topics import require_topics
 
-    return load_settings(config).kafka.bootstrap_servers
+    if not bootstrap:
+        from orchestration.stack.project import load_settings
+
+        bootstrap = load_settings(config).kafka.bootstrap_servers
+    with console.status(f"checking topic {topic} at {bootstrap}…"):
+        require_topics(bootstrap, [topic])
+    return bootstrap
 
 
 class _RateTracker:
@@ -84,35 +89,38 @@ def _progress_bar() -> Progress:
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:>9,.0f} rec/s  (target {task.fields[target]:,.0f} rec/s)"),
+        TextColumn("{task.fields[rate]:>9,.0f} rec/s{task.fields[target]}"),
         TimeElapsedColumn(),
         console=console,
     )
 
 
-def _run_with_progress(label: str, total: int, start: Any, target_rate: Any) -> "LoadReport":
-    """Call start(on_progress) under a progress bar fed by its LoadProgress updates."""
+def _run_with_progress(label: str, total: int, start: Any, target_rate: Any | None) -> "LoadReport":
+    """Call start(on_progress) under a progress bar fed by its LoadProgress updates;
+    target_rate(t) adds the profile's current rate (paced runs)."""
     tracker = _RateTracker()
     with _progress_bar() as bar:
-        task = bar.add_task(label, total=total, rate=0.0, target=0.0)
+        task = bar.add_task(label, total=total, rate=0.0, target="")
 
         def on_progress(p: "LoadProgress") -> None:
             rate = tracker.update(time.monotonic(), p.sent)
-            bar.update(task, completed=min(p.sent, total), rate=rate, target=target_rate(p.elapsed_s))
+            target = f"  (target {target_rate(p.elapsed_s):,.0f} rec/s)" if target_rate else ""
+            bar.update(task, completed=min(p.sent, total), rate=rate, target=target)
 
         return start(on_progress)
 
 
 def _summary_table(report: "LoadReport") -> Table:
     table = Table("figure", "value", title=f"load on {report.spec.topic}")
+    paced = bool(report.per_second_target)  # pre-loads have no target series
     rows = [
-        ("kind / profile", f"{report.spec.kind} / {report.spec.profile}"),
+        ("kind / profile", f"{report.spec.kind} / {report.spec.profile if paced else 'pre-load'}"),
         ("producer processes", str(report.processes)),
         ("records sent", f"{report.records_sent:,}"),
         ("target records", f"{report.target_records:,}"),
         ("dropped (producers behind)", f"{report.dropped:,}"),
         ("errors (not acknowledged)", f"{report.errors:,}"),
-        ("target mean rate", f"{report.target_mean_rps:,.0f} rec/s"),
+        ("target mean rate", f"{report.target_mean_rps:,.0f} rec/s" if paced else "as fast as possible"),
         ("achieved mean rate", f"{report.achieved_mean_rps:,.0f} rec/s"),
         ("elapsed", f"{report.elapsed_s:.1f} s"),
     ]
@@ -202,7 +210,7 @@ def run_command(
             distribution=dist, zipf_s=zipf_s, vocabulary=vocabulary, words_per_line=words_per_line, key=key,
             late_fraction=late_fraction, late_by_s=late_by, seed=seed, processes=processes,
         )  # fmt: skip
-        servers = _bootstrap(config, bootstrap)
+        servers = _bootstrap(config, bootstrap, spec.topic)
         target = rate_profile(spec)
         console.print(
             f"{spec.profile} load of {spec.kind} to [bold]{spec.topic}[/] at {servers}: peak {spec.peak_rate:,.0f} rec/s, "
@@ -212,7 +220,7 @@ def run_command(
             "sending",
             target.total_records,
             lambda on_progress: run_load(spec, servers, on_progress=on_progress),
-            lambda t: float(target.rate_at(t)),
+            lambda t: float(target.rate_at(min(t, target.duration_s - 1e-6))),  # the last rate at the end
         )
         _finish(report, json_path, plot_path, counts)
 
@@ -242,12 +250,12 @@ def preload_command(
             topic=topic, kind=kind, distribution=dist, zipf_s=zipf_s, vocabulary=vocabulary,
             words_per_line=words_per_line, key=key, seed=seed, processes=processes,
         )  # fmt: skip
-        servers = _bootstrap(config, bootstrap)
+        servers = _bootstrap(config, bootstrap, spec.topic)
         console.print(f"pre-loading {records:,} {spec.kind} records to [bold]{spec.topic}[/] at {servers}")
         report = _run_with_progress(
             "pre-loading",
             records,
             lambda on_progress: preload(spec, servers, records, on_progress=on_progress),
-            lambda t: 0.0,
+            None,
         )
         _finish(report, json_path, None, counts)

@@ -3,7 +3,8 @@
 One or several producer processes (multiprocessing, spawn) each carry an equal share of the
 target rate and their own blocks of records (see `records.py`), pace themselves with
 `pacing.run_paced`, and report progress and a final result through a queue. The parent adds
-them up into a `LoadReport`. SIGTERM and Ctrl-C stop every producer, which flush before exiting.
+them up into a `LoadReport`. SIGTERM and Ctrl-C stop every producer, which flush, and the run
+still returns its report (marked stopped_early).
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def _worker_main(job: ProducerJob, out: Any, go: Any, stop: Any) -> None:
         out.put(("ready", job.index, None))
         while not go.wait(0.1):
             if stop.is_set() or stopped.is_set():
-                return
+                break  # still report (an empty run), so the parent never waits for a silent child
         outcome = _produce(
             job,
             sink,
@@ -268,29 +269,28 @@ def _merge(spec: LoadSpec, outcomes: list[WorkerOutcome], duration_s: float, per
 
 
 @contextmanager
-def _stop_on_sigterm(stop: Callable[[], None]) -> Iterator[None]:
-    """Route SIGTERM to `stop` while the load runs (only possible on the main thread)."""
+def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """Route SIGTERM and SIGINT (Ctrl-C) to `stop` while the load runs, so producers flush and the
+    caller still gets a report. Signal handlers can only be set on the main thread; elsewhere
+    the caller's own handling stays."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop())
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.signal(sig, lambda signum, frame: stop()) for sig in handled}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run_in_process(job: ProducerJob, on_progress: Callable[[Progress], None]) -> WorkerOutcome:
     stopped = threading.Event()
     sink = _sink_for(job)
     try:
-        with _stop_on_sigterm(stopped.set):
-            try:
-                return _produce(job, sink, stopped.is_set, on_progress)
-            except KeyboardInterrupt:
-                # Ctrl-C landed outside the pacing loop's own check: flush what was handed over.
-                sink.flush()
-                raise
+        with _stop_on_signals(stopped.set):
+            return _produce(job, sink, stopped.is_set, on_progress)
     finally:
         sink.close()
 
@@ -352,12 +352,22 @@ class _ProcessPool:
     def close(self) -> None:
         self.stop.set()
         started = [p for p in self.processes if p.pid is not None]
-        for p in started:
-            p.join(timeout=STOP_GRACE_S)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while any(p.is_alive() for p in started) and time.monotonic() < deadline:
+            self._drain()  # a child cannot exit while its queue feeder waits on a full pipe
+            for p in started:
+                p.join(timeout=0.05)
         for p in started:
             if p.is_alive():
                 p.terminate()  # our own child, by its handle
                 p.join(timeout=5)
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                self.out.get_nowait()
+        except queue_module.Empty:
+            pass
 
 
 def _as_error(message: str) -> Exception:
@@ -383,7 +393,7 @@ def _run_jobs(
         return [_run_in_process(jobs[0], lambda p: forward(0, p))]
     pool = _ProcessPool(jobs)
     try:
-        with _stop_on_sigterm(pool.stop.set):
+        with _stop_on_signals(pool.stop.set):
             pool.start()
             pool.wait_ready()
             pool.go.set()

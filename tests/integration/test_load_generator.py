@@ -129,3 +129,34 @@ def test_cli_run_prints_the_summary(bootstrap, topic_factory, tmp_path):
 
     missing = CliRunner().invoke(load_app, ["run", "--topic", "absent-topic", "--duration", "1", "--bootstrap", bootstrap])
     assert missing.exit_code == 1 and "unknown Kafka topic" in missing.output
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_sigterm_stops_flushes_and_still_prints_the_summary(bootstrap, topic_factory, tmp_path, processes):
+    import signal
+    import subprocess
+    import sys
+
+    topic = topic_factory("load-sigterm")
+    out_json = tmp_path / "load.json"
+    cli = "from orchestration.cli.load import load_app; load_app()"
+    args = ["run", "--topic", topic, "--peak", "300", "--duration", "120", "--processes", str(processes)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", cli, *args, "--bootstrap", bootstrap, "--json", str(out_json)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(12)  # spawned producers start slowly on a busy machine; some must have sent by now
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # our own child, by its handle
+    assert proc.returncode == 0, output
+    assert "stopped early" in output
+    summary = json.loads(out_json.read_text())
+    assert summary["stopped_early"] and summary["records_sent"] > 0 and summary["errors"] == 0
+    assert summary["target_records"] < 300 * 120
+    assert len(read_topic(bootstrap, topic, summary["records_sent"])) == summary["records_sent"]  # flushed
