@@ -43,6 +43,7 @@ class SparkSettings(_Strict):
     ui_enabled: bool = Field(True, description="Start the Spark web UI (tests turn it off).")
     shuffle_partitions: int = Field(8, ge=1, description="spark.sql.shuffle.partitions for batch and streaming plans.")
     driver_memory: str = Field("2g", description="spark.driver.memory (only takes effect before the JVM starts).")
+    driver_host: str = Field("127.0.0.1", description="Address the Spark driver binds to and advertises.")
     python_executable: str | None = Field(None, description="Python of the Spark workers; default: the driver's own interpreter.")
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
 

@@ -40,6 +40,9 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.driver.memory": spark.driver_memory,
         "spark.sql.session.timeZone": "UTC",
+        # Stay on loopback: the driver would otherwise bind to the host's first interface.
+        "spark.driver.host": spark.driver_host,
+        "spark.driver.bindAddress": spark.driver_host,
         # Adaptive execution would coalesce the elastic stage's partitions and break the
         # one-channel-one-task placement.
         "spark.sql.adaptive.enabled": "false",

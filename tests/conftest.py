@@ -1,8 +1,10 @@
-"""Shared fixtures: settings pointing at the repo's folders, one Spark session per test run."""
+"""Shared fixtures: settings, one Spark session and one real Kafka broker per test run (lazily)."""
 
 from __future__ import annotations
 
 import os
+import socket
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,43 @@ def spark(esp_settings):
     session = build_spark_session(esp_settings)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory, esp_settings):
+    """A real KRaft broker started for this test run and stopped after it."""
+    from orchestration.stack.jvm import ensure_jars
+    from orchestration.stack.kafka_broker import KafkaBroker
+    from orchestration.stack.project import jvm_layout
+    from pipelines.settings import KafkaSettings
+
+    ensure_jars(jvm_layout(esp_settings))
+    settings = KafkaSettings(client_port=free_port(), controller_port=free_port(), heap="768m")
+    broker = KafkaBroker(settings, tmp_path_factory.mktemp("kafka-run"), jvm_layout(esp_settings))
+    broker.up()
+    yield broker
+    broker.down()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_broker) -> str:
+    return kafka_broker.settings.bootstrap_servers
+
+
+@pytest.fixture
+def topic_factory(bootstrap):
+    """Creates uniquely named topics for one test."""
+    from pipelines.kafka_topics import TopicSpec, ensure_topics
+
+    def make(prefix: str, partitions: int = 4) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        ensure_topics(bootstrap, [TopicSpec(name=name, partitions=partitions)])
+        return name
+
+    return make
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

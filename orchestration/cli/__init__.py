@@ -6,6 +6,8 @@ import typer
 
 from orchestration.cli.bench import bench_app
 from orchestration.cli.infra import infra_app, topics_app, ui_command
+from orchestration.cli.load import load_app
+from orchestration.cli.stream import stream_app
 
 app = typer.Typer(
     name="esp",
@@ -16,6 +18,8 @@ app = typer.Typer(
 app.add_typer(infra_app, name="infra")
 app.add_typer(topics_app, name="topics")
 app.add_typer(bench_app, name="bench")
+app.add_typer(stream_app, name="stream")
+app.add_typer(load_app, name="load")
 app.command("ui")(ui_command)
 
 __all__ = ["app"]

@@ -99,3 +99,22 @@ def read_recent(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 
         return sorted(records, key=lambda m: (m.wall_time, m.batch_id))[-limit:]
     finally:
         consumer.close()
+
+
+def checkpoint_offsets(checkpoint_dir: str, topic: str) -> dict[int, int]:
+    """End offsets of the last *committed* micro-batch, read from a query's checkpoint folder.
+
+    Lets a process other than the driver (a sensor, a test) compute lag and progress.
+    """
+    from pathlib import Path
+
+    commits = Path(checkpoint_dir) / "commits"
+    batch_ids = sorted(int(p.name) for p in commits.glob("[0-9]*")) if commits.is_dir() else []
+    if not batch_ids:
+        return {}
+    offsets_file = Path(checkpoint_dir) / "offsets" / str(batch_ids[-1])
+    for line in offsets_file.read_text().splitlines()[2:]:
+        parsed = json.loads(line)
+        if isinstance(parsed, dict) and topic in parsed:
+            return {int(p): int(o) for p, o in parsed[topic].items()}
+    return {}

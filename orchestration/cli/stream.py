@@ -1,0 +1,95 @@
+"""`esp stream …`: run an elastic stream in the foreground, ask a running one to rescale."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from orchestration.cli.common import ConfigOption, console, friendly_errors
+
+stream_app = typer.Typer(help="Elastic stream jobs.", no_args_is_help=True)
+
+
+def _spec(settings, name: str, job: str, topic: str, channels: int, trigger: float, max_offsets: Optional[int], root: Optional[Path]):
+    from pipelines.streams.spec import StreamSpec
+
+    folder = root or settings.run_dir / "streams" / name
+    return StreamSpec(
+        name=name, job=job, input_topic=topic, bootstrap_servers=settings.kafka.bootstrap_servers, root=str(folder),
+        channels=channels, trigger_seconds=trigger, max_offsets_per_trigger=max_offsets,
+    )
+
+
+@stream_app.command("run")
+def run(
+    name: str = typer.Option("wordcount", help="Stream name (prefixes its topics and folders)."),
+    job: str = typer.Option("wordcount", help="Pipeline: wordcount or adclicks."),
+    topic: str = typer.Option("words", help="Input topic."),
+    channels: int = typer.Option(4, min=1, help="Channels of the elastic stage at first start."),
+    trigger: float = typer.Option(1.0, help="Micro-batch trigger interval, seconds."),
+    max_offsets: Optional[int] = typer.Option(None, help="Cap on records per micro-batch."),
+    root: Optional[Path] = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
+    observe_every: float = typer.Option(5.0, help="Seconds between printed observations."),
+    config: ConfigOption = None,
+) -> None:
+    """Run a stream in the foreground until Ctrl-C or SIGTERM (graceful: the batch finishes)."""
+    from orchestration.stack.project import load_settings
+    from pipelines.spark_session import build_spark_session
+    from pipelines.streams.service import StreamService
+
+    with friendly_errors():
+        settings = load_settings(config)
+        spec = _spec(settings, name, job, topic, channels, trigger, max_offsets, root)
+        service = StreamService(build_spark_session(settings), spec)
+        signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
+
+        def show(observation) -> None:
+            console.print(observation.as_metadata())
+
+        try:
+            service.run(observe_every, show)
+        except KeyboardInterrupt:
+            service.stop()
+    console.print(f"stream {name} stopped")
+
+
+@stream_app.command("rescale")
+def rescale(
+    name: str = typer.Option("wordcount", help="Stream name."),
+    channels: Optional[int] = typer.Option(None, help="Scale to this many channels."),
+    split: Optional[int] = typer.Option(None, help="Split this channel."),
+    merge: Optional[int] = typer.Option(None, help="Merge this channel into its neighbours."),
+    root: Optional[Path] = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
+    timeout: float = typer.Option(120.0, help="Seconds to wait for the stream to apply it."),
+    config: ConfigOption = None,
+) -> None:
+    """Ask a running stream to rescale at its next batch boundary, and wait for the outcome."""
+    from orchestration.stack.project import load_settings
+    from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+
+    with friendly_errors():
+        chosen = [x is not None for x in (channels, split, merge)]
+        if sum(chosen) != 1:
+            raise ValueError("give exactly one of --channels, --split, --merge")
+        target = (
+            RescaleTarget(op="scale_to", channels=channels) if channels is not None
+            else RescaleTarget(op="split", channel=split) if split is not None
+            else RescaleTarget(op="merge", channel=merge)
+        )
+        folder = root or load_settings(config).run_dir / "streams" / name
+        control = ControlChannel(str(Path(folder).resolve() / "control"))
+        request = RescaleRequest(target=target, reason="manual (esp stream rescale)")
+        control.request(request)
+        with console.status("waiting for the stream's next batch boundary…"):
+            result = control.wait_for_result(request.request_id, timeout)
+    table = Table("field", "value")
+    for key in ("status", "operation", "channels_before", "channels_after", "keys_moved", "pause_ms", "error"):
+        if key in result:
+            table.add_row(key, str(result[key]))
+    console.print(table)
+    if result.get("status") != "committed":
+        raise typer.Exit(code=1)

@@ -1,0 +1,62 @@
+"""Stream assets: a run of `<name>_stream` owns the streaming query for as long as it lives.
+
+The run reports the stream's health every few seconds as AssetObservations (throughput, lag,
+probe latency percentiles, channels), so the asset's page in the UI is its live dashboard.
+Terminating the run stops the query at a batch boundary.
+"""
+
+from typing import Optional
+
+from dagster import AssetExecutionContext, AssetKey, AssetObservation, AssetsDefinition, Config, MaterializeResult, asset
+from pydantic import Field
+
+from orchestration.resources import EspSettingsResource, EspSparkResource
+from orchestration.streams.catalog import StreamEntry, stream_spec
+
+
+class StreamRunConfig(Config):
+    """How a stream run starts; each option has a default."""
+
+    channels: int = Field(4, ge=1, description="Channels of the elastic stage on the very first start.")
+    trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
+    max_offsets_per_trigger: Optional[int] = Field(None, description="Cap on records per micro-batch.")
+    observe_every_s: float = Field(5.0, gt=0, description="Seconds between AssetObservations.")
+    max_runtime_s: Optional[float] = Field(None, description="Stop by itself after this long (None: run until terminated).")
+    input_topic: Optional[str] = Field(None, description="Input topic; default the stream's own.")
+
+
+def stream_asset_key(entry: StreamEntry) -> AssetKey:
+    return AssetKey(f"{entry.name}_stream")
+
+
+def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
+    key = stream_asset_key(entry)
+
+    @asset(
+        key=key,
+        group_name="streams",
+        description=f"The long-running `{entry.name}` stream ({entry.job}); a run of it owns the query.",
+        op_tags={"esp/stream": entry.name},
+    )
+    def stream_asset(
+        context: AssetExecutionContext, config: StreamRunConfig, esp_settings: EspSettingsResource, spark: EspSparkResource
+    ) -> MaterializeResult:
+        from pipelines.streams.service import StreamService
+
+        spec = stream_spec(
+            esp_settings.load(), entry, input_topic=config.input_topic, channels=config.channels,
+            trigger_seconds=config.trigger_seconds, max_offsets_per_trigger=config.max_offsets_per_trigger,
+        )
+        service = StreamService(spark.spark_session, spec)
+        observations = []
+
+        def observe(observation) -> None:
+            observations.append(observation)
+            context.log_event(AssetObservation(asset_key=key, metadata=observation.as_metadata()))
+
+        context.log.info("starting stream %s on topic %s with state under %s", spec.name, spec.input_topic, spec.root)
+        service.run(config.observe_every_s, observe, max_runtime_s=config.max_runtime_s)
+        last = observations[-1].as_metadata() if observations else {}
+        return MaterializeResult(metadata={"observations": len(observations), **last})
+
+    return stream_asset

@@ -1,0 +1,22 @@
+"""Definitions of the streams domain, one asset + job + supervisor per catalogued stream."""
+
+from dagster import Definitions, define_asset_job
+
+from orchestration.streams.assets import make_stream_asset
+from orchestration.streams.catalog import STREAMS
+from orchestration.streams.load_job import load_generator_job
+from orchestration.streams.supervisor import make_supervisor
+
+
+def _stream_definitions() -> Definitions:
+    assets, jobs, sensors = [], [], []
+    for entry in STREAMS:
+        stream_asset = make_stream_asset(entry)
+        stream_job = define_asset_job(f"{entry.name}_stream_job", selection=[stream_asset], tags={"esp/stream": entry.name})
+        assets.append(stream_asset)
+        jobs.append(stream_job)
+        sensors.append(make_supervisor(entry, stream_job.name))
+    return Definitions(assets=assets, jobs=[*jobs, load_generator_job], sensors=sensors)
+
+
+defs = _stream_definitions()

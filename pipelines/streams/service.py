@@ -1,0 +1,127 @@
+"""Run one elastic stream until told to stop: the query, its probes, and periodic observations.
+
+Used by the `esp stream run` command and by the Dagster stream assets (which turn each
+observation into an AssetObservation). Stopping is graceful: the running micro-batch finishes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from pyspark.sql import SparkSession
+
+from pipelines.probes import latency_percentiles
+from pipelines.streams.metrics import BatchMetrics, consumed_offsets, kafka_lag
+from pipelines.streams.probe_emitter import ProbeEmitter
+from pipelines.streams.runner import ElasticStream
+from pipelines.streams.spec import StreamSpec
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the stream looks like now: the figures the UI shows."""
+
+    batch_id: int | None
+    epoch: int
+    channels: int
+    input_rows_per_s: float
+    processed_rows_per_s: float
+    lag_records: int
+    latency_ms: dict[str, float]
+    batches_done: int
+    rejected_records: int
+
+    def as_metadata(self) -> dict[str, float | int]:
+        return {
+            "batch_id": -1 if self.batch_id is None else self.batch_id,
+            "layout_epoch": self.epoch,
+            "channels": self.channels,
+            "input_rows_per_s": round(self.input_rows_per_s, 1),
+            "processed_rows_per_s": round(self.processed_rows_per_s, 1),
+            "lag_records": self.lag_records,
+            "probe_latency_p50_ms": round(self.latency_ms["p50"], 1),
+            "probe_latency_p99_ms": round(self.latency_ms["p99"], 1),
+            "batches_done": self.batches_done,
+            "rejected_records": self.rejected_records,
+        }
+
+
+class StreamService:
+    """Owns one ElasticStream and the threads around it."""
+
+    def __init__(self, spark: SparkSession, spec: StreamSpec) -> None:
+        self.stream = ElasticStream(spark, spec, on_metrics=self._record)
+        self.spec = self.stream.spec
+        self._recent: list[BatchMetrics] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.probes: ProbeEmitter | None = None
+
+    def _record(self, metrics: BatchMetrics) -> None:
+        with self._lock:
+            self._recent = (self._recent + [metrics])[-200:]
+
+    def start(self) -> None:
+        self.stream.start()
+        self.probes = ProbeEmitter(
+            self.spec.bootstrap_servers, self.spec.input_topic, self.stream.registry.committed, self.spec.probe_period_s
+        )
+        self.probes.start()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self) -> None:
+        if self.probes is not None:
+            self.probes.stop()
+        self.stream.stop()
+
+    def observe(self, window_s: float) -> Observation:
+        query = self.stream.query
+        progress = query.lastProgress if query is not None else None
+        with self._lock:
+            recent = [m for m in self._recent if m.wall_time >= time.time() - window_s] or self._recent[-1:]
+        last = recent[-1] if recent else None
+        return Observation(
+            batch_id=last.batch_id if last else None,
+            epoch=last.epoch if last else self.stream.registry.committed().epoch,
+            channels=last.channels if last else self.stream.registry.committed().n_channels,
+            input_rows_per_s=float((progress or {}).get("inputRowsPerSecond") or 0.0),
+            processed_rows_per_s=float((progress or {}).get("processedRowsPerSecond") or 0.0),
+            lag_records=self._lag(progress),
+            latency_ms=latency_percentiles([lat for m in recent for lat in m.probe_latencies]),
+            batches_done=len(self._recent),
+            rejected_records=sum(m.rejected_records for m in recent),
+        )
+
+    def _lag(self, progress: dict | None) -> int:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.spec.bootstrap_servers)
+        try:
+            partitions = [TopicPartition(self.spec.input_topic, p) for p in consumer.partitions_for_topic(self.spec.input_topic) or []]
+            ends = {tp.partition: off for tp, off in consumer.end_offsets(partitions).items()}
+        finally:
+            consumer.close()
+        return sum(kafka_lag(ends, consumed_offsets(progress, self.spec.input_topic)).values())
+
+    def run(self, observe_every_s: float, on_observation: Callable[[Observation], None], max_runtime_s: float | None = None) -> None:
+        """Start, then observe every `observe_every_s` until stopped, timed out or failed."""
+        self.start()
+        started = time.monotonic()
+        try:
+            while not self._stop.wait(observe_every_s):
+                query = self.stream.query
+                if query is not None and not query.isActive:
+                    error = query.exception()
+                    raise RuntimeError(f"stream {self.spec.name} stopped: {error}") if error else RuntimeError(
+                        f"stream {self.spec.name} stopped"
+                    )
+                on_observation(self.observe(observe_every_s))
+                if max_runtime_s is not None and time.monotonic() - started >= max_runtime_s:
+                    break
+        finally:
+            self.stop()
