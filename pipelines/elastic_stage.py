@@ -59,6 +59,7 @@ class StageSpec:
     durable_uri: str
     local_dir: str
     store_kind: str = "rocks"
+    snapshot_every_batches: int = 25
 
 
 def deltas_schema() -> T.StructType:
@@ -203,6 +204,9 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
         store = worker_stores(spec).store_for(channel, layout.epoch, frozenset(previous_channels))
         keys = [rows["key"][i] for i in data]
         totals = apply_deltas(store, batch_id, keys, [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data])
+        if (batch_id + 1) % spec.snapshot_every_batches == 0:
+            # Bounds the history a fresh working set must replay (after a crash or rescale).
+            store.snapshot(keep_snapshots=2)
         finished_ms = time.time() * 1000
         yield _result_batch(keys, totals, channel)
         yield _stat_batch(channel, sum(rows["n"][i] for i in data), len(keys), (time.perf_counter() - started) * 1000, len(store))

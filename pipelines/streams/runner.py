@@ -62,7 +62,9 @@ class ElasticStream:
         root = str(Path(self.spec.root).resolve()) if "://" not in self.spec.root else self.spec.root
         self.spec = self.spec.model_copy(update={"root": root})
         self.logic: JobLogic = job_logic(self.spec)
-        self.stage = StageSpec(self.spec.name, self.spec.elastic_root, self.spec.local_state, self.spec.store_kind)
+        self.stage = StageSpec(
+            self.spec.name, self.spec.elastic_root, self.spec.local_state, self.spec.store_kind, self.spec.snapshot_every_batches
+        )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
         self.control = ControlChannel(self.spec.control_dir)
 
