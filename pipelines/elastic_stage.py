@@ -60,6 +60,7 @@ class StageSpec:
     local_dir: str
     store_kind: str = "rocks"
     snapshot_every_batches: int = 25
+    service_ms_per_record: float = 0.0
 
 
 def deltas_schema() -> T.StructType:
@@ -204,6 +205,10 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
         store = worker_stores(spec).store_for(channel, layout.epoch, frozenset(previous_channels))
         keys = [rows["key"][i] for i in data]
         totals = apply_deltas(store, batch_id, keys, [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data])
+        if spec.service_ms_per_record > 0:
+            # An I/O-bound stage (one external call per record): the task waits without using a
+            # core, so on a small machine it is channels, not cores, that add capacity.
+            time.sleep(sum(rows["n"][i] for i in data) * spec.service_ms_per_record / 1000.0)
         if (batch_id + 1) % spec.snapshot_every_batches == 0:
             # Bounds the history a fresh working set must replay (after a crash or rescale).
             store.snapshot(keep_snapshots=2)

@@ -14,13 +14,16 @@ from orchestration.cli.common import ConfigOption, console, friendly_errors
 stream_app = typer.Typer(help="Elastic stream jobs.", no_args_is_help=True)
 
 
-def _spec(settings, name: str, job: str, topic: str, channels: int, trigger: float, max_offsets: Optional[int], root: Optional[Path]):
+def _spec(
+    settings, name: str, job: str, topic: str, channels: int, trigger: float, max_offsets: Optional[int], root: Optional[Path],
+    service_ms: float = 0.0,
+):
     from pipelines.streams.spec import StreamSpec
 
     folder = root or settings.run_dir / "streams" / name
     return StreamSpec(
         name=name, job=job, input_topic=topic, bootstrap_servers=settings.kafka.bootstrap_servers, root=str(folder),
-        channels=channels, trigger_seconds=trigger, max_offsets_per_trigger=max_offsets,
+        channels=channels, trigger_seconds=trigger, max_offsets_per_trigger=max_offsets, service_ms_per_record=service_ms,
     )
 
 
@@ -34,6 +37,7 @@ def run(
     max_offsets: Optional[int] = typer.Option(None, help="Cap on records per micro-batch."),
     root: Optional[Path] = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
     observe_every: float = typer.Option(5.0, help="Seconds between printed observations."),
+    service_ms: float = typer.Option(0.0, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage)."),
     config: ConfigOption = None,
 ) -> None:
     """Run a stream in the foreground until Ctrl-C or SIGTERM (graceful: the batch finishes)."""
@@ -43,7 +47,7 @@ def run(
 
     with friendly_errors():
         settings = load_settings(config)
-        spec = _spec(settings, name, job, topic, channels, trigger, max_offsets, root)
+        spec = _spec(settings, name, job, topic, channels, trigger, max_offsets, root, service_ms)
         service = StreamService(build_spark_session(settings), spec)
         signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
 

@@ -63,7 +63,8 @@ class ElasticStream:
         self.spec = self.spec.model_copy(update={"root": root})
         self.logic: JobLogic = job_logic(self.spec)
         self.stage = StageSpec(
-            self.spec.name, self.spec.elastic_root, self.spec.local_state, self.spec.store_kind, self.spec.snapshot_every_batches
+            self.spec.name, self.spec.elastic_root, self.spec.local_state, self.spec.store_kind, self.spec.snapshot_every_batches,
+            self.spec.service_ms_per_record,
         )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
         self.control = ControlChannel(self.spec.control_dir)

@@ -27,6 +27,11 @@ class StreamSpec(BaseModel):
     window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
     watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
     probe_period_s: float = Field(1.0, gt=0, description="eSault PROBE_PERIOD: how often probes are sent per channel.")
+    service_ms_per_record: float = Field(
+        0.0, ge=0, description="Simulated service time of the keyed stage per record (ms), like one external call per "
+        "record: the channel task sleeps for it, so the stage is I/O-bound and channels add capacity beyond the cores "
+        "(benchmarks and elasticity tests; run Spark with at least as many task slots as channels). 0: off.",
+    )
 
     @property
     def folder(self) -> Path:
