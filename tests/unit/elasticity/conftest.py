@@ -12,6 +12,8 @@ import pytest
 
 from elasticity.state import (
     FileHistory,
+    HistoryBackend,
+    HistoryStore,
     Int64Codec,
     MemoryBackend,
     MemoryHistory,
@@ -23,7 +25,7 @@ from elasticity.state import (
     ValueCodec,
 )
 
-STORE_KINDS = ["memory", "memory+files", "rocks"]
+STORE_KINDS = ["memory", "memory+files", "rocks", "history"]
 
 
 @dataclass
@@ -42,6 +44,8 @@ class StoreFactory:
             store: StateStore = MemoryStore(channel, codec, self._memory_histories.setdefault(channel, MemoryHistory()))
         elif self.kind == "memory+files":
             store = MemoryStore(channel, codec, FileHistory.at(durable))
+        elif self.kind == "history":
+            store = HistoryStore(channel, codec, FileHistory.at(durable))
         else:
             store = RocksStore(channel, codec, FileHistory.at(durable), str(self.root / "local" / f"channel={channel}"))
         self._open.append(store)
@@ -63,13 +67,15 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
     factory.close_all()
 
 
-BACKEND_KINDS = ["memory", "rocks"]
+BACKEND_KINDS = ["memory", "rocks", "history"]
 
 
 def build_backend(kind: str, root: Path, codec: ValueCodec[Any] | None = None) -> StoreBackend:
     codec = codec if codec is not None else Int64Codec()
     if kind == "memory":
         return MemoryBackend(codec, durable=str(root / "durable"))
+    if kind == "history":
+        return HistoryBackend(codec, durable=str(root / "durable"))
     return RocksBackend(codec, durable=str(root / "durable"), local_dir=str(root / "local"))
 
 
