@@ -17,6 +17,7 @@ class StreamEntry:
 
 STREAMS: tuple[StreamEntry, ...] = (
     StreamEntry(name="wordcount", job="wordcount", input_topic="words", load_kind="words"),
+    StreamEntry(name="adclicks", job="adclicks", input_topic="ads", load_kind="ads"),
 )
 
 

@@ -22,7 +22,8 @@ def is_probe() -> Column:
 def parse_lines(raw: DataFrame) -> DataFrame:
     """Kafka rows (probes excluded) with `line` and `reject_reason` (null when good)."""
     value = F.col("value")
-    line = F.trim(value.cast("string"))
+    # F.trim strips spaces only; a line of tabs and newlines is just as empty.
+    line = F.regexp_replace(value.cast("string"), r"^\s+|\s+$", "")
     reason = first_reason(*basic_value_checks(value), (line == "", "empty line"))
     return raw.where(~is_probe()).withColumn("line", line).withColumn(REJECT, reason)
 

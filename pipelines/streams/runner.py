@@ -23,7 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 from elasticity.layout import Layout
 from elasticity.migration import Migrator
 from elasticity.migration.registry import LayoutRegistry
-from elasticity.state import Int64Codec, Location, MemoryBackend, RocksBackend
+from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
 from pipelines.dead_letters import REJECT, split_rejected, write_dead_letters
 from pipelines.elastic_stage import StageSpec, placement_labels, run_stage, with_key_hash
@@ -42,6 +42,7 @@ class _BatchContext:
     batch_id: int
     started: float
     layout: Layout
+    raw: DataFrame | None = None
     rescale: dict[str, Any] | None = None
 
 
@@ -120,7 +121,7 @@ class ElasticStream:
         context = _BatchContext(batch_id, time.perf_counter(), self.registry.committed())
         context.rescale = self._apply_pending_rescale()
         context.layout = self.registry.routing_layout()
-        raw = raw.persist()
+        context.raw = raw = raw.persist()
         try:
             metrics = self._run_batch(raw, context)
         finally:
@@ -129,24 +130,49 @@ class ElasticStream:
 
     def _run_batch(self, raw: DataFrame, context: _BatchContext) -> BatchMetrics:
         parsed = self.logic.parse(raw).persist()
-        good, rejected = split_rejected(parsed)
-        rejected_count = rejected.count()
-        if rejected_count:
-            write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, context.batch_id)
-        self._archive(good, context.batch_id)
-        deltas = with_key_hash(self.logic.deltas(good)).select("key", "key_hash", "n", F.lit(None).cast("long").alias("probe_sent_ms"))
-        stage_input = deltas.unionByName(self._probes(raw))
+        try:
+            good, rejected = split_rejected(parsed)
+            rejected_count = rejected.count()
+            if rejected_count:
+                write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, context.batch_id)
+            self._archive(good, context.batch_id)
+            plan = self.logic.plan(good, context.batch_id)
+            late_count = self._write_late(plan.late, context.batch_id)
+            side = self._run_stage(plan.deltas, context)
+            plan.finish()
+        finally:
+            parsed.unpersist()
+        metrics = self._metrics(context, side, rejected_count)
+        metrics.late_records = late_count
+        return metrics
+
+    def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list:
+        """Route the deltas and probes, update channel state, write results; the side rows."""
+        keyed = with_key_hash(deltas).select("key", "key_hash", "n", F.lit(None).cast("long").alias("probe_sent_ms"))
         layout = context.layout
         out = run_stage(
-            stage_input, layout, self._labels_for(layout.n_channels), self.stage, context.batch_id, self._previous_channels(layout)
+            keyed.unionByName(self._probes(context.raw)), layout, self._labels_for(layout.n_channels), self.stage,
+            context.batch_id, self._previous_channels(layout),
         ).persist()
         try:
             self._write_results(out.where(F.col("kind") == "result"), context.batch_id)
-            side = out.where(F.col("kind") != "result").collect()
+            return out.where(F.col("kind") != "result").collect()
         finally:
             out.unpersist()
-            parsed.unpersist()
-        return self._metrics(context, side, rejected_count)
+
+    def _write_late(self, late: DataFrame | None, batch_id: int) -> int:
+        """Late rows are kept (per batch, overwritten on replay) and counted, never dropped silently."""
+        if late is None:
+            return 0
+        late = late.persist()
+        try:
+            total = late.agg(F.sum("n").alias("n")).first().n or 0
+            late.withColumn("batch_id", F.lit(batch_id)).write.mode("overwrite").parquet(
+                f"{self.spec.late_table}/batch_id={batch_id}"
+            )
+            return int(total)
+        finally:
+            late.unpersist()
 
     def _probes(self, raw: DataFrame) -> DataFrame:
         probes = raw.where(F.col("key") == F.lit(PROBE_KAFKA_KEY)).select(F.col("value").cast("string").alias("json"))
@@ -180,13 +206,15 @@ class ElasticStream:
     # -- rescale at the batch boundary (the horizontal barrier) --------------------------------
 
     def migrator(self) -> Migrator:
+        """The driver's migrator. It reads and writes channel state through the durable history
+        only (`HistoryBackend`): the live working sets are in the executors' RocksDB, so opening
+        RocksDB stores here would rebuild whole channels inside the pause; the history gives
+        donate exactly the moved ranges, and executors apply the migration record by `sync()`.
+        Keys are not counted here (that would fold every channel): the last batch's metrics
+        already carry each channel's key count."""
         if self._migrator is None:
-            codec = Int64Codec()
-            if self.spec.store_kind == "memory":
-                backend = MemoryBackend(codec, durable=self.spec.elastic_root)
-            else:
-                backend = RocksBackend(codec, durable=self.spec.elastic_root, local_dir=f"{self.spec.local_state}/driver")
-            self._migrator = Migrator(Location.of(self.spec.elastic_root), backend)
+            backend = HistoryBackend(Int64Codec(), durable=self.spec.elastic_root)
+            self._migrator = Migrator(Location.of(self.spec.elastic_root), backend, count_keys=False, max_workers=8)
         return self._migrator
 
     def _apply_pending_rescale(self) -> dict[str, Any] | None:
@@ -199,6 +227,7 @@ class ElasticStream:
             new = request.target.next_layout(current)
             new = Layout(current.epoch + 1, new.bounds, new.owners, origin=new.origin) if new.epoch != current.epoch + 1 else new
             report = self.migrator().migrate(new)
+            report.keys_total = self._state_keys(current)
         except Exception as error:  # refused or failed: the stream keeps the committed layout
             result = {"request_id": request.request_id, "status": "failed", "error": str(error)}
             self.control.publish_result(request.request_id, result)
@@ -215,6 +244,13 @@ class ElasticStream:
         }
         self.control.publish_result(request.request_id, result)
         return result
+
+    def _state_keys(self, layout: Layout) -> int | None:
+        """Keys held under `layout`, from the last batch's per-channel metrics (None if unknown)."""
+        last = self.last_metrics
+        if last is None or last.epoch != layout.epoch:
+            return None
+        return sum(c.state_keys for c in last.per_channel)
 
     def _previous_channels(self, layout: Layout) -> list[int]:
         return list(self.registry.load(layout.epoch - 1).channels) if layout.epoch > 0 else []

@@ -55,6 +55,11 @@ class StreamSpec(BaseModel):
         return str(self.folder / "tables" / "results")
 
     @property
+    def late_table(self) -> str:
+        """adclicks: window counts that arrived after their window closed, per batch."""
+        return str(self.folder / "tables" / "late")
+
+    @property
     def bronze_table(self) -> str:
         return str(self.folder / "tables" / "bronze")
 

@@ -1,7 +1,9 @@
-"""The elastic word count on the real broker and Spark equals the batch oracle."""
+"""The elastic word count on the real broker and Spark equals the batch oracle; malformed lines
+go to the dead-letter topic with their reason while the stream keeps running."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -13,7 +15,7 @@ def produce_lines(bootstrap: str, topic: str, lines: list[str], key: bytes | Non
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10, max_request_size=4 * 1024 * 1024)
-    for line in lines:
+    for line in lines:  # str or raw bytes
         producer.send(topic, key=key, value=line.encode() if isinstance(line, str) else line)
     producer.flush()
     producer.close()
@@ -46,7 +48,8 @@ def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_fact
 
     topic = topic_factory("words", partitions=4)
     lines = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(i % 5 + 1)) for i in range(3000)]
-    produce_lines(bootstrap, topic, lines)
+    malformed = [b"", b"   \t ", b"\xc3\x28 broken utf8", b"w1 " * 400_000]
+    produce_lines(bootstrap, topic, lines + malformed)
     spec = StreamSpec(name="wc", input_topic=topic, bootstrap_servers=bootstrap, root=str(tmp_path / "wc"), channels=3, trigger_seconds=0.5)
     stream = ElasticStream(spark, spec)
     stream.start()
@@ -60,3 +63,16 @@ def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_fact
     expected = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
     assert latest_word_counts(spark, spec.results_table) == expected
     assert stream.last_metrics is not None and stream.last_metrics.channels == 3
+    letters = [json.loads(r.value) for r in _consume(bootstrap, spec.dead_letter_topic)]
+    reasons = sorted(letter["reason"] for letter in letters)
+    assert reasons == sorted(["empty line", "empty line", "value is not valid UTF-8", "value larger than 1000000 bytes"]), letters
+
+
+def _consume(bootstrap: str, topic: str) -> list:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    try:
+        return list(consumer)
+    finally:
+        consumer.close()
