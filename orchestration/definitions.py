@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dagster import Definitions
 
+from orchestration.elasticity.definitions import defs as elasticity_defs
 from orchestration.platform.definitions import defs as platform_defs
 from orchestration.streams.definitions import defs as stream_defs
 from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
@@ -18,4 +19,4 @@ def shared_resources() -> dict[str, object]:
     }
 
 
-defs = Definitions.merge(platform_defs, stream_defs, Definitions(resources=shared_resources()))
+defs = Definitions.merge(platform_defs, stream_defs, elasticity_defs, Definitions(resources=shared_resources()))

@@ -1,0 +1,207 @@
+"""The resizing asset `<stream>_layout`: the stream's partition layout, rescaled by a run.
+
+A run of `<stream>_resize_job` (requested by the elasticity sensor, or launched by hand from
+the UI with a config) changes the elastic stage from N to N' channels:
+
+- `dry_run`: only the plan (moved hash ranges, share of the ring moved vs the ideal, channels
+  before/after, a plot of each channel's share) as an AssetObservation; nothing moves;
+- the stream is running (its Dagster run is active, or its checkpoint shows a batch within
+  `alive_within_s`): a `RescaleRequest` goes to its control folder, the stream applies it at
+  its next batch boundary (donate -> vertical barrier -> collect -> commit) and answers;
+- the stream is stopped: the migration runs here on its state (`Migrator`, after `recover()`),
+  or is refused with the reason when that is unsafe (see `realizer.rescale_offline`).
+
+The materialization carries the cost (keys and bytes moved, share moved vs ideal, pause and
+per-phase milliseconds), the controller's rule and reason, and the share plot.
+"""
+
+import base64
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetObservation,
+    AssetsDefinition,
+    Config,
+    DagsterRunStatus,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    RunsFilter,
+    asset,
+)
+from pydantic import Field
+
+from orchestration.resources import EspSettingsResource
+from orchestration.streams.catalog import StreamEntry, stream_spec
+
+ACTIVE_RUN = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+
+
+class RescaleTargetConfig(Config):
+    """The layout wanted: scale to N channels, or split / merge one channel (by layout channel id)."""
+
+    op: Literal["scale_to", "split", "merge"] = Field("scale_to", description="scale_to N | split c | merge c.")
+    channels: Optional[int] = Field(None, ge=1, description="scale_to: the channel count wanted.")
+    channel: Optional[int] = Field(None, ge=0, description="split/merge: the channel id (as in the layout).")
+
+
+class LayoutConfig(Config):
+    """How to rescale; every field but the target has a default."""
+
+    target: RescaleTargetConfig = Field(description="The layout wanted.")
+    dry_run: bool = Field(False, description="Only show the plan (moved ranges, fraction vs ideal); move no state.")
+    reason: str = Field("manual", description="Why (the controller's sentence when the sensor asks).")
+    rule: str = Field("manual", description="The controller rule that decided (P1..P6, split, merge) or 'manual'.")
+    timeout_s: float = Field(300.0, gt=0, description="How long to wait for a running stream to apply the rescale.")
+    alive_within_s: float = Field(
+        120.0, gt=0, description="A stream whose checkpoint began or committed a batch this recently counts as running."
+    )
+    allow_offline: bool = Field(True, description="Migrate a stopped stream's state here (False: refuse instead).")
+
+
+def layout_asset_key(entry: StreamEntry) -> AssetKey:
+    return AssetKey(f"{entry.name}_layout")
+
+
+def stream_job_name(entry: StreamEntry) -> str:
+    return f"{entry.name}_stream_job"
+
+
+def _png_markdown(png: bytes, caption: str) -> MetadataValue:
+    return MetadataValue.md(f"![{caption}](data:image/png;base64,{base64.b64encode(png).decode()})")
+
+
+def _plan_metadata(plan, plot_path: Path, png: bytes) -> dict[str, Any]:
+    summary = plan.summary()
+    return {
+        **{k: v for k, v in summary.items() if not k.startswith("channel_ids")},
+        "channel_ids_before": MetadataValue.json(summary["channel_ids_before"]),
+        "channel_ids_after": MetadataValue.json(summary["channel_ids_after"]),
+        "moved_hash_ranges": MetadataValue.md(plan.ranges_markdown()),
+        "ring_shares": _png_markdown(png, "share of the ring per channel, before and after"),
+        "ring_shares_png": MetadataValue.path(str(plot_path)),
+    }
+
+
+def _cost_metadata(result: dict[str, Any]) -> dict[str, Any]:
+    phases = result.get("phase_ms") or {}
+    fraction = result.get("fraction_moved")
+    return {
+        "mode": result.get("mode", "online"),
+        "operation": str(result.get("operation")),
+        "channels_before": int(result.get("channels_before", 0)),
+        "channels_after": int(result.get("channels_after", 0)),
+        "keys_moved": int(result.get("keys_moved", 0)),
+        "keys_total": int(result.get("keys_total") or 0),
+        "bytes_moved": int(result.get("bytes_moved", 0)),
+        "fraction_moved": float(fraction) if fraction is not None else 0.0,
+        "ideal_fraction": float(result.get("ideal_fraction", 0.0)),
+        "ring_fraction_moved": float(result.get("ring_fraction", 0.0)),
+        "pause_ms": round(float(result.get("pause_ms", 0.0)), 1),
+        **{f"{phase}_ms": round(float(ms), 1) for phase, ms in phases.items()},
+    }
+
+
+def stream_is_running(context: AssetExecutionContext, entry: StreamEntry, files, alive_within_s: float) -> tuple[bool, str]:
+    """Whether a live process consumes the stream's control folder, and how we know."""
+    runs = context.instance.get_runs(filters=RunsFilter(job_name=stream_job_name(entry), statuses=ACTIVE_RUN), limit=1)
+    if runs:
+        return True, f"its Dagster run {runs[0].run_id[:8]} is {runs[0].status.value}"
+    age = files.heartbeat_age_s()
+    if age is not None and age <= alive_within_s:
+        return True, f"its checkpoint moved {age:.0f} s ago"
+    return False, "it never ran" if age is None else f"its checkpoint last moved {age:.0f} s ago"
+
+
+def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
+    key = layout_asset_key(entry)
+
+    @asset(
+        key=key,
+        group_name="elasticity",
+        deps=[AssetKey(f"{entry.name}_stream")],
+        output_required=False,
+        description=f"The partition layout of the `{entry.name}` stream's elastic stage; a run rescales it "
+        "(online at a batch boundary, or offline on a stopped stream) and records the cost.",
+        op_tags={"esp/rescale": entry.name},
+    )
+    def layout_asset(context: AssetExecutionContext, config: LayoutConfig, esp_settings: EspSettingsResource):
+        from orchestration.elasticity.realizer import (
+            OfflineRefused,
+            StreamFiles,
+            describe_target,
+            plan_rescale,
+            rescale_offline,
+            rescale_online,
+            result_json,
+            write_share_plot,
+        )
+        from pipelines.streams.control import RescaleTarget
+
+        spec = stream_spec(esp_settings.load(), entry)
+        files = StreamFiles(spec)
+        current = files.committed_layout()
+        if current is None:
+            raise Failure(f"stream {entry.name} has no committed layout under {spec.elastic_root}: start it once first")
+        target = RescaleTarget(**config.target.model_dump())
+        try:
+            plan = plan_rescale(current, target)
+        except ValueError as error:
+            raise Failure(f"cannot {describe_target(target)} from layout epoch {current.epoch}: {error}") from None
+        plots = Path(spec.control_dir) / "plots"
+
+        if config.dry_run:
+            path = plots / f"plan-e{plan.after.epoch}.png"
+            context.log.info("dry run: %s would move %.1f%% of the ring (ideal %.1f%%)", describe_target(target),
+                             100 * plan.ring_fraction, 100 * plan.ideal_fraction)
+            yield AssetObservation(
+                asset_key=key,
+                metadata={"dry_run": True, "target": describe_target(target), "reason": config.reason,
+                          **_plan_metadata(plan, path, write_share_plot(plan, path))},
+            )
+            return
+
+        running, why = stream_is_running(context, entry, files, config.alive_within_s)
+        reason = f"{config.reason} [{config.rule}]"
+        if running:
+            context.log.info("stream %s is running (%s): requesting %s at its next batch boundary", entry.name, why,
+                             describe_target(target))
+            try:
+                result = rescale_online(spec, target, reason, config.timeout_s)
+            except (TimeoutError, RuntimeError) as error:
+                raise Failure(str(error)) from None
+        elif not config.allow_offline:
+            raise Failure(f"stream {entry.name} is not running ({why}) and allow_offline is false")
+        else:
+            context.log.info("stream %s is not running (%s): migrating its state offline", entry.name, why)
+            try:
+                result = rescale_offline(spec, target, reason)
+            except OfflineRefused as refused:
+                raise Failure(f"offline rescale refused: {refused}") from None
+        if result.get("status") != "committed":
+            raise Failure(f"the stream refused or failed the rescale: {result.get('error')}", metadata={"result": result_json(result)})
+
+        from elasticity.layout import Layout, diff
+        from orchestration.elasticity.realizer import RescalePlan
+
+        # What the stream actually committed (it computes the next layout from its own).
+        after = Layout.from_dict(result["layout"])
+        before = files.registry().load(after.epoch - 1)
+        done = RescalePlan(before, after, tuple(diff(before, after)))
+        path = plots / f"layout-e{after.epoch}.png"
+        metadata = {
+            **_plan_metadata(done, path, write_share_plot(done, path)),
+            **_cost_metadata(result),
+            "target": describe_target(target),
+            "reason": config.reason,
+            "rule": config.rule,
+            "stream_was": why,
+            "layout_epoch": after.epoch,
+        }
+        context.log.info("rescaled %s: %s", entry.name, result_json(result))
+        yield MaterializeResult(metadata=metadata)
+
+    return layout_asset

@@ -1,0 +1,262 @@
+"""The real collector: a stream's recent `BatchMetrics` and Kafka offsets -> the controller's `MetricsSnapshot`.
+
+`collect(reading, previous, policy)` is pure: a `StreamReading` (the last metrics records of
+`<stream>.metrics`, the input topic's broker end offsets and the end offsets of the query's
+last committed batch, all taken at one wall-clock moment) plus the previous tick's
+`OffsetSample` (kept in the sensor cursor) give one sampling period's snapshot:
+
+- channels: those of the newest batch's layout epoch; the controller indexes channels
+  0..N-1, the layout may have sparse ids (merges leave gaps). `ChannelMap` maps the
+  controller's index i <-> channel id explicitly: i is the id's rank, which is also the
+  Spark partition the stage runs it on (`Layout.partition_of`).
+- probe latency: the slowest probe of the channel that came back in the period, or, if it is
+  larger, the age of the oldest probe still out (sent one probe period after the newest
+  probe that came back): a stream stuck in a long batch returns no probes at all, and that
+  is exactly when latency matters. A probe out longer than `probe_timeout_s` is a timeout.
+- throughput: records the channel processed in the batches that ended in the period, over
+  the time those batches spanned (trigger gaps included); the last batch if none ended.
+- input rate and lag: from Kafka offsets, converted to stage records with the observed ratio
+  of stage records (words) per Kafka record (line), so that rate, lag and per-channel
+  capacity share one unit.
+
+`KafkaStreamSource` reads a real stream; tests hand `collect` readings built by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from elasticity.control import MetricsSnapshot
+from orchestration.elasticity.policy import ElasticityPolicy
+from pipelines.streams.metrics import BatchMetrics
+
+
+class NotReady(Exception):
+    """There is nothing to decide on yet; the message says why (it becomes the SkipReason)."""
+
+
+@dataclass(frozen=True)
+class ChannelMap:
+    """The controller's channel index i <-> the layout's channel id (ascending ids, i = rank)."""
+
+    channel_ids: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if list(self.channel_ids) != sorted(set(self.channel_ids)):
+            raise ValueError(f"channel ids must be unique and ascending, got {self.channel_ids}")
+
+    @property
+    def size(self) -> int:
+        return len(self.channel_ids)
+
+    def channel_at(self, index: int) -> int:
+        """The layout's channel id of the controller's index (e.g. a decision's `channel`)."""
+        return self.channel_ids[index]
+
+    def index_of(self, channel: int) -> int:
+        try:
+            return self.channel_ids.index(channel)
+        except ValueError:
+            raise KeyError(f"channel {channel} is not in {list(self.channel_ids)}") from None
+
+
+@dataclass(frozen=True)
+class OffsetSample:
+    """Kafka offsets at one tick; the next tick derives input rate and records-per-offset from it."""
+
+    time_s: float
+    end: dict[int, int]
+    consumed: dict[int, int]
+    records_per_offset: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time_s": self.time_s,
+            "end": {str(p): o for p, o in self.end.items()},
+            "consumed": {str(p): o for p, o in self.consumed.items()},
+            "records_per_offset": self.records_per_offset,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OffsetSample:
+        return cls(
+            time_s=float(data["time_s"]),
+            end={int(p): int(o) for p, o in data["end"].items()},
+            consumed={int(p): int(o) for p, o in data["consumed"].items()},
+            records_per_offset=float(data.get("records_per_offset", 1.0)),
+        )
+
+
+@dataclass(frozen=True)
+class StreamReading:
+    """Everything read from a stream at one moment (wall-clock seconds)."""
+
+    now_s: float
+    metrics: Sequence[BatchMetrics]
+    end_offsets: dict[int, int]
+    consumed_offsets: dict[int, int]
+    probe_period_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One tick's snapshot plus what the sensor needs to explain itself and realize a decision."""
+
+    snapshot: MetricsSnapshot
+    channels: ChannelMap
+    offsets: OffsetSample
+    batches_in_period: int
+    notes: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def epoch(self) -> int:
+        return self.snapshot.layout_epoch
+
+    @property
+    def p99_latency_s(self) -> float:
+        return float(np.percentile(self.snapshot.probe_latency_s, 99))
+
+
+class StreamSource(Protocol):
+    def read(self, now_s: float) -> StreamReading:
+        """The stream's recent metrics and offsets, now."""
+        ...
+
+
+def _batch_start(batches: Sequence[BatchMetrics], index: int) -> float:
+    """When batch `index` began to count: the end of the batch before it (so trigger gaps count)."""
+    if index > 0:
+        return batches[index - 1].wall_time
+    first = batches[index]
+    return first.wall_time - first.batch_ms / 1000.0
+
+
+def _throughput(epoch_batches: Sequence[BatchMetrics], first: int, channels: ChannelMap) -> np.ndarray:
+    """Records/s per channel over epoch_batches[first:]."""
+    basis = epoch_batches[first:]
+    span = max(1e-3, basis[-1].wall_time - _batch_start(epoch_batches, first))
+    records = np.zeros(channels.size)
+    for batch in basis:
+        for entry in batch.per_channel:
+            if entry.channel in channels.channel_ids:
+                records[channels.index_of(entry.channel)] += entry.records
+    return records / span
+
+
+def _latency(
+    epoch_batches: Sequence[BatchMetrics], first: int, channels: ChannelMap, now_s: float, probe_period_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel: (probe latency estimate in s, age of its oldest outstanding probe in s)."""
+    returned = np.zeros(channels.size)
+    last_sent = np.full(channels.size, -np.inf)
+    for position, batch in enumerate(epoch_batches):
+        for entry in batch.per_channel:
+            if entry.channel not in channels.channel_ids or not entry.probe_latency_ms:
+                continue
+            i = channels.index_of(entry.channel)
+            slowest = max(entry.probe_latency_ms) / 1000.0
+            newest_sent = batch.wall_time - min(entry.probe_latency_ms) / 1000.0
+            last_sent[i] = max(last_sent[i], newest_sent)
+            if position >= first:
+                returned[i] = max(returned[i], slowest)
+    # A channel with no probe back in this epoch yet is owed probes since the epoch began.
+    epoch_start = _batch_start(epoch_batches, 0)
+    reference = np.where(np.isfinite(last_sent), last_sent + probe_period_s, epoch_start)
+    outstanding = np.maximum(0.0, now_s - reference)
+    return np.maximum(returned, outstanding), outstanding
+
+
+def _offsets(reading: StreamReading, previous: OffsetSample | None, processed_rps: float) -> tuple[OffsetSample, float]:
+    """This tick's offset sample and the input rate in stage records/s."""
+    ratio = previous.records_per_offset if previous else 1.0
+    rate_offsets = None
+    if previous is not None and reading.now_s > previous.time_s:
+        dt = reading.now_s - previous.time_s
+        consumed = sum(o - previous.consumed.get(p, o) for p, o in reading.consumed_offsets.items())
+        processed = sum(
+            m.input_records for m in reading.metrics if previous.time_s < m.wall_time <= reading.now_s
+        )
+        if consumed > 0 and processed > 0:
+            ratio = processed / consumed
+        produced = sum(o - previous.end.get(p, o) for p, o in reading.end_offsets.items())
+        rate_offsets = max(0, produced) / dt
+    sample = OffsetSample(reading.now_s, dict(reading.end_offsets), dict(reading.consumed_offsets), ratio)
+    # First tick: no earlier offsets, the processed rate is the best estimate of the input.
+    return sample, (rate_offsets * ratio if rate_offsets is not None else processed_rps)
+
+
+def collect(reading: StreamReading, previous: OffsetSample | None, policy: ElasticityPolicy) -> Collected:
+    """One sampling period's snapshot of the stream (see the module docstring)."""
+    metrics = sorted(reading.metrics, key=lambda m: (m.wall_time, m.batch_id))
+    if not metrics:
+        raise NotReady("no metrics yet: the stream has not finished a micro-batch (is it running?)")
+    newest = metrics[-1]
+    epoch_batches = [m for m in metrics if m.epoch == newest.epoch]
+    channels = ChannelMap(tuple(sorted(c.channel for c in newest.per_channel)))
+    if channels.size == 0:
+        raise NotReady(f"the newest batch {newest.batch_id} reports no channels")
+
+    period_start = reading.now_s - policy.sample_period_s
+    if previous is not None:
+        # Since the previous tick, but never more than a few periods (a paused sensor).
+        period_start = max(previous.time_s, reading.now_s - 3 * policy.sample_period_s)
+    in_period = [i for i, m in enumerate(epoch_batches) if m.wall_time > period_start]
+    first = in_period[0] if in_period else len(epoch_batches) - 1
+
+    throughput = _throughput(epoch_batches, first, channels)
+    latency, outstanding = _latency(epoch_batches, first, channels, reading.now_s, reading.probe_period_s)
+    offsets, input_rate = _offsets(reading, previous, float(throughput.sum()))
+    partitions = sorted(reading.end_offsets)
+    lag = [max(0, reading.end_offsets[p] - reading.consumed_offsets.get(p, 0)) * offsets.records_per_offset for p in partitions]
+    snapshot = MetricsSnapshot.build(
+        time_s=reading.now_s,
+        probe_latency_s=latency,
+        probe_timed_out=outstanding > policy.probe_timeout_s,
+        throughput_rps=throughput,
+        input_rate_rps=input_rate,
+        lag_records=lag or [0.0],
+        layout_epoch=newest.epoch,
+    )
+    notes = {
+        "newest_batch_id": float(newest.batch_id),
+        "newest_batch_age_s": round(reading.now_s - newest.wall_time, 3),
+        "records_per_offset": round(offsets.records_per_offset, 4),
+    }
+    return Collected(snapshot, channels, offsets, len(in_period), notes)
+
+
+class KafkaStreamSource:
+    """Reads a real stream: its metrics topic, its input topic's end offsets, its checkpoint."""
+
+    def __init__(self, spec: Any, limit: int = 120) -> None:
+        self.spec = spec
+        self.limit = limit
+
+    def read(self, now_s: float) -> StreamReading:
+        from pipelines.streams.metrics import checkpoint_offsets, read_recent
+
+        return StreamReading(
+            now_s=now_s,
+            metrics=read_recent(self.spec.bootstrap_servers, self.spec.metrics_topic, limit=self.limit),
+            end_offsets=input_end_offsets(self.spec.bootstrap_servers, self.spec.input_topic),
+            consumed_offsets=checkpoint_offsets(self.spec.checkpoint, self.spec.input_topic),
+            probe_period_s=self.spec.probe_period_s,
+        )
+
+
+def input_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Broker end offset per partition of a topic ({} if the topic does not exist)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            return {}
+        return {tp.partition: int(o) for tp, o in consumer.end_offsets(partitions).items()}
+    finally:
+        consumer.close()

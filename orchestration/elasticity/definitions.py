@@ -1,0 +1,39 @@
+"""Definitions of the elasticity domain: per catalogued stream, the resizing asset, its job, its sensor.
+
+`elasticity_definitions(...)` builds them for any stream entries, interval and default policy
+(tests and other code locations call it with their own); `defs` is the code location's set.
+"""
+
+from collections.abc import Sequence
+from typing import Optional
+
+from dagster import DefaultSensorStatus, Definitions, define_asset_job
+
+from orchestration.elasticity.assets import make_layout_asset
+from orchestration.elasticity.policy import ElasticityPolicy
+from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S, make_elasticity_sensor
+from orchestration.streams.catalog import STREAMS, StreamEntry
+
+
+def resize_job_name(entry: StreamEntry) -> str:
+    return f"{entry.name}_resize_job"
+
+
+def elasticity_definitions(
+    entries: Sequence[StreamEntry] = STREAMS,
+    interval_s: int = DEFAULT_INTERVAL_S,
+    policy: Optional[ElasticityPolicy] = None,
+    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+) -> Definitions:
+    assets, jobs, sensors = [], [], []
+    for entry in entries:
+        layout = make_layout_asset(entry)
+        # The tag puts manual launches under the same one-rescale-per-stream concurrency limit.
+        job = define_asset_job(resize_job_name(entry), selection=[layout], tags={"esp/rescale": entry.name})
+        assets.append(layout)
+        jobs.append(job)
+        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, policy, default_status))
+    return Definitions(assets=assets, jobs=jobs, sensors=sensors)
+
+
+defs = elasticity_definitions()

@@ -1,0 +1,109 @@
+"""The elasticity policy of one stream: SLO, sampling and controller options, each with a default.
+
+A micro-batch stream is not the actor system eSault was tuned for: a batch costs seconds of
+fixed work, so probe latency idles at a few seconds and Kafka lag is a sawtooth of one batch of
+input. `ElasticityPolicy.control_options()` turns the few numbers a person chooses (the latency
+SLO, the sampling period = sensor interval, the channel bounds) into the detector and controller
+options that fit that shape. A stream may override its policy at run time with a JSON file
+`<stream root>/control/elasticity-policy.json` (read at every sensor evaluation, never at
+import); the code location's defaults apply otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from elasticity.control import (
+    CongestionOptions,
+    ControllerOptions,
+    ControlOptions,
+    OverloadOptions,
+    UnderloadOptions,
+)
+
+POLICY_FILE = "elasticity-policy.json"
+
+
+class ElasticityPolicy(BaseModel):
+    """What the elasticity sensor of one stream aims for and how it samples."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slo_s: float = Field(10.0, gt=0, description="Latency SLO: p99 probe latency per channel (MAX_LATENCY of eSault).")
+    sample_period_s: float = Field(
+        10.0, gt=0, description="Sampling period = sensor interval; detector windows count these periods."
+    )
+    probe_timeout_s: float = Field(
+        30.0, gt=0, description="A channel whose probes have not come back for this long counts as timed out."
+    )
+    min_channels: int = Field(1, ge=1, description="Never fewer channels than this.")
+    max_channels: int = Field(8, ge=1, description="Never more channels (keep <= the Spark task slots of the stream).")
+    metrics_limit: int = Field(120, ge=4, description="Metrics records (one per batch) read per evaluation.")
+    rescale_timeout_s: float = Field(300.0, gt=0, description="How long a rescale run waits for the stream to apply it.")
+    control: ControlOptions | None = Field(
+        None, description="Full detector/controller options; None: derived from the fields above (control_options())."
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ElasticityPolicy:
+        if self.min_channels > self.max_channels:
+            raise ValueError(f"min_channels {self.min_channels} > max_channels {self.max_channels}")
+        return self
+
+    def control_options(self) -> ControlOptions:
+        """The loop's options for a micro-batch stream (see the module docstring for why)."""
+        if self.control is not None:
+            return self.control
+        return ControlOptions(
+            overload=OverloadOptions(
+                max_latency_s=self.slo_s,
+                probe_period_s=self.sample_period_s,
+                probe_timeout_s=self.probe_timeout_s,
+                reaction_time=3,
+                reaction_factor=0.5,
+            ),
+            # Scale-in is never urgent: a longer window than overload, as in eSault.
+            underload=UnderloadOptions(reaction_time=4, reaction_factor=0.6, low_watermark=0.6),
+            congestion=CongestionOptions(
+                window=3,
+                # Lag is a sawtooth of about one batch of input; only growth beyond a few
+                # seconds of input per period is a trend.
+                growth_tolerance_s=max(2.0, self.slo_s / 4),
+                max_lag_s=self.slo_s,
+                threshold=0.6,
+            ),
+            controller=ControllerOptions(
+                min_channels=self.min_channels,
+                max_channels=self.max_channels,
+                # The new layout's windows must refill anyway; the cooldown only has to cover the
+                # rescale run itself (it starts a few seconds after the decision).
+                cooldown_s=self.sample_period_s,
+                scale_out_utilization=0.6,
+                scale_in_utilization=0.5,
+            ),
+        )
+
+
+def policy_path(control_dir: str | Path) -> Path:
+    return Path(control_dir) / POLICY_FILE
+
+
+def load_policy(control_dir: str | Path, default: ElasticityPolicy) -> ElasticityPolicy:
+    """The stream's policy: `default` with the fields of its override file (if any) on top."""
+    path = policy_path(control_dir)
+    if not path.is_file():
+        return default
+    overrides: dict[str, Any] = json.loads(path.read_text())
+    return ElasticityPolicy.model_validate({**default.model_dump(exclude={"control"}), **overrides})
+
+
+def write_policy(control_dir: str | Path, policy: ElasticityPolicy) -> Path:
+    """Store a stream's policy override (tests, the benchmark, an operator)."""
+    path = policy_path(control_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(policy.model_dump_json(exclude_none=True, indent=2))
+    return path

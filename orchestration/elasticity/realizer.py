@@ -1,0 +1,238 @@
+"""Realizing a rescale of a real stream: the plan, the online request, the offline migration.
+
+No Dagster here, so the resizing asset and the benchmark share it:
+
+- `target_for(decision, channels)`: the controller's decision (channel indices in the
+  snapshot's numbering) -> a `RescaleTarget` (layout channel ids);
+- `plan_rescale(layout, target)`: the next layout and exactly the hash ranges that move, the
+  moved share of the ring vs the ideal |N'-N|/max(N,N'), shares before/after (a dry run);
+- `StreamFiles(spec)`: what the stream's folders say: committed layout, pending migration,
+  waiting request, heartbeat (newest checkpoint file), a batch begun but not committed;
+- `rescale_online`: a `RescaleRequest` in the control folder, applied by the running stream at
+  its next batch boundary (the horizontal barrier), and its result;
+- `rescale_offline`: the migration run here with `Migrator` on a stopped stream's state, after
+  `recover()`, refused when the stream stopped in the middle of a batch (see `OfflineRefused`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elasticity.control import Decision
+from elasticity.layout import HashRange, Layout, diff, ideal_moved_fraction, moved_space_fraction
+from orchestration.elasticity.collector import ChannelMap
+from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+from pipelines.streams.spec import StreamSpec
+
+
+class OfflineRefused(RuntimeError):
+    """An offline migration that could lose or double state; the message says what to do."""
+
+
+def target_for(decision: Decision, channels: ChannelMap) -> RescaleTarget:
+    """The rescale target of a decision; split/merge name the snapshot's index, mapped to the channel id."""
+    if decision.action in ("scale_out", "scale_in"):
+        return RescaleTarget(op="scale_to", channels=decision.to_channels)
+    if decision.action in ("split", "merge") and decision.channel is not None:
+        return RescaleTarget(op=decision.action, channel=channels.channel_at(decision.channel))
+    raise ValueError(f"decision {decision.action!r} (channel={decision.channel}) is not a rescale")
+
+
+def describe_target(target: RescaleTarget) -> str:
+    return f"scale to {target.channels} channels" if target.op == "scale_to" else f"{target.op} channel {target.channel}"
+
+
+@dataclass(frozen=True)
+class RescalePlan:
+    """The layout change a target asks for, computed without touching state."""
+
+    before: Layout
+    after: Layout
+    ranges: tuple[HashRange, ...]
+
+    @property
+    def ring_fraction(self) -> float:
+        return moved_space_fraction(self.ranges)
+
+    @property
+    def ideal_fraction(self) -> float:
+        return ideal_moved_fraction(self.before, self.after)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "epoch_before": self.before.epoch,
+            "epoch_after": self.after.epoch,
+            "channels_before": self.before.n_channels,
+            "channels_after": self.after.n_channels,
+            "channel_ids_before": list(self.before.channels),
+            "channel_ids_after": list(self.after.channels),
+            "moved_ranges": len(self.ranges),
+            "ring_fraction_moved": round(self.ring_fraction, 6),
+            "ideal_fraction": round(self.ideal_fraction, 6),
+        }
+
+    def ranges_markdown(self, limit: int = 12) -> str:
+        rows = ["| from | to | hash start | hash end | share of ring |", "|---|---|---|---|---|"]
+        for r in self.ranges[:limit]:
+            rows.append(f"| {r.source} | {r.target} | {r.start} | {r.end} | {r.size / 2**64:.4%} |")
+        if len(self.ranges) > limit:
+            rows.append(f"| … | … | {len(self.ranges) - limit} more ranges | | |")
+        return "\n".join(rows)
+
+
+def plan_rescale(current: Layout, target: RescaleTarget) -> RescalePlan:
+    """The next layout (epoch E+1) and the hash ranges that change owner."""
+    after = target.next_layout(current)
+    if after.epoch != current.epoch + 1:
+        after = Layout(current.epoch + 1, after.bounds, after.owners, origin=after.origin)
+    return RescalePlan(current, after, tuple(diff(current, after)))
+
+
+class StreamFiles:
+    """The stream's folders as seen from outside its process."""
+
+    def __init__(self, spec: StreamSpec) -> None:
+        self.spec = spec
+        self.checkpoint = Path(spec.checkpoint)
+
+    def registry(self):
+        from elasticity.migration.registry import LayoutRegistry
+        from elasticity.state import Location
+
+        return LayoutRegistry(Location.of(self.spec.elastic_root))
+
+    def committed_layout(self) -> Layout | None:
+        from elasticity.migration.registry import RegistryError
+
+        try:
+            return self.registry().committed()
+        except RegistryError:
+            return None
+
+    def pending_migration(self) -> int | None:
+        try:
+            return self.registry().pending()
+        except FileNotFoundError:
+            return None
+
+    def pending_request(self) -> RescaleRequest | None:
+        return ControlChannel(self.spec.control_dir).take_request()
+
+    def _batch_ids(self, folder: str) -> list[int]:
+        path = self.checkpoint / folder
+        return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
+
+    def heartbeat_age_s(self, now_s: float | None = None) -> float | None:
+        """Seconds since the query last began or committed a batch (None: it never ran)."""
+        newest = [
+            (self.checkpoint / folder / str(ids[-1])).stat().st_mtime
+            for folder in ("offsets", "commits")
+            if (ids := self._batch_ids(folder))
+        ]
+        if not newest:
+            return None
+        return (time.time() if now_s is None else now_s) - max(newest)
+
+    def batch_in_flight(self) -> int | None:
+        """The id of a batch whose offsets are planned but not committed (a stop mid-batch)."""
+        planned, committed = self._batch_ids("offsets"), self._batch_ids("commits")
+        if planned and (not committed or planned[-1] > committed[-1]):
+            return planned[-1]
+        return None
+
+
+def rescale_online(spec: StreamSpec, target: RescaleTarget, reason: str, timeout_s: float) -> dict[str, Any]:
+    """Ask the running stream to rescale at its next batch boundary; its result (status committed/failed).
+
+    On timeout the request stays in the control folder: the stream applies it when it reaches
+    a batch boundary, and the sensor treats it as in flight until then.
+    """
+    control = ControlChannel(spec.control_dir)
+    request = RescaleRequest(target=target, reason=reason)
+    control.request(request)
+    result = control.wait_for_result(request.request_id, timeout_s)
+    result.setdefault("mode", "online")
+    return result
+
+
+def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dict[str, Any]:
+    """Migrate a stopped stream's state to the target layout here, with the stream's own protocol."""
+    from elasticity.migration import Migrator
+    from elasticity.state import Int64Codec, Location, MemoryBackend, RocksBackend
+
+    files = StreamFiles(spec)
+    if files.committed_layout() is None:
+        raise OfflineRefused(f"stream {spec.name} has no committed layout under {spec.elastic_root}: start it once first")
+    if (waiting := files.pending_request()) is not None:
+        raise OfflineRefused(
+            f"request {waiting.request_id} ({describe_target(waiting.target)}) is waiting in {spec.control_dir} for the "
+            "stream; start the stream so it applies it, or delete the request file, then retry"
+        )
+    if (batch := files.batch_in_flight()) is not None:
+        raise OfflineRefused(
+            f"stream {spec.name} stopped in the middle of batch {batch}: some channels may have committed it, and "
+            "replaying it under a new layout would count moved keys twice; start the stream until it commits a "
+            "batch, stop it, then rescale"
+        )
+    started = time.perf_counter()
+    codec = Int64Codec()
+    scratch = Path(spec.local_state) / "offline-rescale"
+    backend = (
+        MemoryBackend(codec, durable=spec.elastic_root)
+        if spec.store_kind == "memory"
+        else RocksBackend(codec, durable=spec.elastic_root, local_dir=str(scratch))
+    )
+    migrator = Migrator(Location.of(spec.elastic_root), backend)
+    try:
+        recovered = migrator.recover()
+        plan = plan_rescale(migrator.registry.committed(), target)
+        report = migrator.migrate(plan.after)
+    finally:
+        backend.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {
+        "status": "committed",
+        "mode": "offline",
+        "reason": reason,
+        "recovered": recovered.action,
+        "pause_ms": (time.perf_counter() - started) * 1000,
+        "layout": plan.after.to_dict(),
+        **report.to_dict(),
+    }
+
+
+def write_share_plot(plan: RescalePlan, path: Path) -> bytes:
+    """A bar chart of each channel's share of the ring before and after; returns the PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    before, after = plan.before.shares(), plan.after.shares()
+    channels = sorted(set(before) | set(after))
+    x = np.arange(len(channels))
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(channels) + 2), 3.2))
+    ax.bar(x - 0.2, [before.get(c, 0.0) for c in channels], width=0.4, label=f"epoch {plan.before.epoch}")
+    ax.bar(x + 0.2, [after.get(c, 0.0) for c in channels], width=0.4, label=f"epoch {plan.after.epoch}")
+    ax.set_xticks(x, [str(c) for c in channels])
+    ax.set_xlabel("channel")
+    ax.set_ylabel("share of the hash ring")
+    ax.set_title(f"{plan.before.n_channels} → {plan.after.n_channels} channels, moved {plan.ring_fraction:.1%} "
+                 f"(ideal {plan.ideal_fraction:.1%})")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path.read_bytes()
+
+
+def result_json(result: dict[str, Any]) -> str:
+    """The stream's result without the bulky layout document."""
+    return json.dumps({k: v for k, v in result.items() if k != "layout"}, default=str)

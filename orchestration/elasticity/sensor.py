@@ -1,0 +1,112 @@
+"""The elasticity sensor `<stream>_elasticity`: the control loop's tick, with its state in the cursor.
+
+Each evaluation reads the stream's recent metrics and Kafka offsets, runs the detectors and the
+controller (`tick.decide_tick`), and either requests a run of `<stream>_resize_job` (target as
+run config; rule, action, target and reason as tags, plus `esp/rescale: <stream>`, which the
+instance's tag concurrency limit keeps to one run per stream) or skips with the reason.
+
+Never two rescales of one stream at a time: besides the concurrency limit, the sensor skips
+while a rescale run of the stream is queued or running, while a request waits in the stream's
+control folder, or while a migration is pending in its layout registry.
+"""
+
+import time
+from typing import Optional
+
+from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from orchestration.elasticity.policy import ElasticityPolicy, load_policy
+from orchestration.resources import EspSettingsResource
+from orchestration.streams.catalog import StreamEntry, stream_spec
+
+ACTIVE_RUN = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+DEFAULT_INTERVAL_S = 10
+
+
+def rescale_in_flight(instance: DagsterInstance, stream: str, spec) -> Optional[str]:
+    """Why a new rescale of the stream must wait, or None if none is under way."""
+    from orchestration.elasticity.realizer import StreamFiles, describe_target
+
+    runs = instance.get_runs(filters=RunsFilter(tags={"esp/rescale": stream}, statuses=ACTIVE_RUN), limit=1)
+    if runs:
+        return f"rescale run {runs[0].run_id[:8]} of {stream} is {runs[0].status.value}; one rescale at a time"
+    files = StreamFiles(spec)
+    if (request := files.pending_request()) is not None:
+        return f"request {request.request_id} ({describe_target(request.target)}) waits for {stream}'s next batch boundary"
+    if (epoch := files.pending_migration()) is not None:
+        return f"a migration of {stream} to layout epoch {epoch} is in progress (or awaits recovery)"
+    return None
+
+
+def rescale_run_config(entry: StreamEntry, outcome, policy: ElasticityPolicy) -> dict:
+    target = outcome.target
+    return {
+        "ops": {
+            f"{entry.name}_layout": {
+                "config": {
+                    "target": {"op": target.op, "channels": target.channels, "channel": target.channel},
+                    "reason": outcome.decision.reason,
+                    "rule": outcome.decision.rule,
+                    "timeout_s": policy.rescale_timeout_s,
+                }
+            }
+        }
+    }
+
+
+def make_elasticity_sensor(
+    entry: StreamEntry,
+    job_name: str,
+    interval_s: int = DEFAULT_INTERVAL_S,
+    policy: Optional[ElasticityPolicy] = None,
+    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+) -> SensorDefinition:
+    """The sensor of one stream; `policy` is the default (a stream's override file wins)."""
+    default_policy = policy or ElasticityPolicy(sample_period_s=float(interval_s))
+
+    @sensor(
+        name=f"{entry.name}_elasticity",
+        job_name=job_name,
+        minimum_interval_seconds=interval_s,
+        default_status=default_status,
+        description=f"Elastic control loop of the {entry.name} stream: eSault detectors + SASO controller on its "
+        "metrics; requests a rescale run or says why not.",
+    )
+    def elasticity(context: SensorEvaluationContext, esp_settings: EspSettingsResource):
+        from kafka.errors import KafkaError
+
+        from orchestration.elasticity.collector import KafkaStreamSource
+        from orchestration.elasticity.tick import decide_tick, run_tags
+
+        spec = stream_spec(esp_settings.load(), entry)
+        stream_policy = load_policy(spec.control_dir, default_policy)
+        waiting = rescale_in_flight(context.instance, entry.name, spec)
+        if waiting is not None:
+            return SensorResult(skip_reason=SkipReason(waiting), cursor=context.cursor)
+        try:
+            reading = KafkaStreamSource(spec, stream_policy.metrics_limit).read(time.time())
+        except (KafkaError, OSError) as error:
+            return SensorResult(skip_reason=SkipReason(f"cannot read {entry.name}'s metrics: {error}"), cursor=context.cursor)
+        outcome = decide_tick(context.cursor, reading, stream_policy)
+        if not outcome.is_rescale:
+            return SensorResult(skip_reason=SkipReason(outcome.skip_reason), cursor=outcome.cursor)
+        context.log.info("%s: %s", entry.name, outcome.decision.reason)
+        request = RunRequest(
+            run_key=f"{entry.name}-e{outcome.collected.epoch}-{int(outcome.decision.time_s)}",
+            run_config=rescale_run_config(entry, outcome, stream_policy),
+            tags=run_tags(entry.name, outcome),
+        )
+        return SensorResult(run_requests=[request], cursor=outcome.cursor)
+
+    return elasticity
