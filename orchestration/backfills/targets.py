@@ -1,0 +1,70 @@
+"""What the backfill and quality domains point at: the pipelines, their streams' folders, the
+daily partitions, and the asset keys of the tables involved. No Dagster definitions here."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Optional
+
+from dagster import AssetKey, DailyPartitionsDefinition
+
+from orchestration.streams.catalog import STREAMS, stream_root, stream_spec
+from pipelines.batch.pipelines import BATCH_PIPELINES, BatchPipeline
+from pipelines.settings import EspSettings
+from pipelines.streams.spec import StreamSpec
+
+PARTITIONS_START = "2025-01-01"
+"""The first day a daily partition exists for (earlier days are refused, not silently empty)."""
+
+DAILY_PARTITIONS = DailyPartitionsDefinition(start_date=PARTITIONS_START, timezone="UTC", end_offset=1)
+"""One partition per UTC day, today included (a partial day can be recomputed again later;
+reconciliation only looks at closed days and the nightly schedule targets yesterday)."""
+
+
+def pipelines() -> list[BatchPipeline]:
+    return list(BATCH_PIPELINES.values())
+
+
+def spec_for(settings: EspSettings, pipeline: BatchPipeline, root: Optional[str] = None) -> StreamSpec:
+    """The pipeline's stream spec (catalogued options if the stream is catalogued), optionally
+    with its folder replaced."""
+    entry = next((e for e in STREAMS if e.name == pipeline.name), None)
+    folder = root or str(stream_root(settings, pipeline.name))
+    if entry is not None:
+        return stream_spec(settings, entry).model_copy(update={"root": str(Path(folder).resolve())})
+    return StreamSpec(name=pipeline.name, job=pipeline.name, root=str(Path(folder).resolve()),
+                      bootstrap_servers=settings.kafka.bootstrap_servers)
+
+
+def is_catalogued(pipeline: BatchPipeline) -> bool:
+    return any(e.name == pipeline.name for e in STREAMS)
+
+
+def utc_today() -> dt.date:
+    return dt.datetime.now(dt.timezone.utc).date()
+
+
+def stream_key(pipeline: BatchPipeline) -> AssetKey:
+    return AssetKey(f"{pipeline.name}_stream")
+
+
+def results_key(pipeline: BatchPipeline) -> AssetKey:
+    return AssetKey(f"{pipeline.name}_results")
+
+
+def bronze_key(pipeline: BatchPipeline) -> AssetKey:
+    return AssetKey(f"{pipeline.name}_bronze")
+
+
+def dead_letters_key(pipeline: BatchPipeline) -> AssetKey:
+    return AssetKey(f"{pipeline.name}_dead_letters")
+
+
+def daily_key(pipeline: BatchPipeline) -> AssetKey:
+    return AssetKey(f"{pipeline.name}_daily_counts")
+
+
+def layout_key(pipeline: BatchPipeline) -> AssetKey:
+    """The resizing asset of the stream (built in orchestration/elasticity)."""
+    return AssetKey(f"{pipeline.name}_layout")

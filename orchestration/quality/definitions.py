@@ -1,0 +1,32 @@
+"""Definitions of the quality domain: the results and dead-letter tables as assets, their asset
+checks, the post-rescale state check, the validation job and its schedule, and the GX resource."""
+
+from dagster import AssetSelection, DefaultScheduleStatus, Definitions, ScheduleDefinition, define_asset_job
+
+from orchestration.backfills.targets import pipelines
+from orchestration.quality.checks import pipeline_checks, table_assets
+from orchestration.quality.gx_validation import GreatExpectationsResource
+
+VALIDATION_CRON = "0 2 * * *"
+"""After the nightly backfill (01:15 UTC), so reconciliation sees yesterday's partition."""
+
+
+def _quality_definitions() -> Definitions:
+    assets = [spec for p in pipelines() for spec in table_assets(p)]
+    checks = [check for p in pipelines() for check in pipeline_checks(p)]
+    validation_job = define_asset_job(
+        "validation_job", selection=AssetSelection.checks(*checks),
+        description="Run every data-quality check: GX suites, reconciliation, dead letters, state.",
+        tags={"esp/validation": "true"},
+    )
+    schedule = ScheduleDefinition(
+        name="validation_schedule", job=validation_job, cron_schedule=VALIDATION_CRON, execution_timezone="UTC",
+        default_status=DefaultScheduleStatus.RUNNING, description="Nightly validation run (all asset checks).",
+    )
+    return Definitions(
+        assets=assets, asset_checks=checks, jobs=[validation_job], schedules=[schedule],
+        resources={"gx": GreatExpectationsResource()},
+    )
+
+
+defs = _quality_definitions()

@@ -1,0 +1,86 @@
+"""A census of an elastic stage's durable state under its committed layout: every stored key,
+the channel that stores it, the channel its hash routes to, and its value.
+
+Read straight from the durable histories (`HistoryBackend`: never the stream's own RocksDB
+working sets, which a running stream holds locked), at one batch version common to all channels.
+Pure Python: no Dagster, no Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from elasticity.hashing import hash_str
+from elasticity.layout import Layout
+from elasticity.migration.registry import LayoutRegistry
+from elasticity.state import HistoryBackend, Int64Codec, Location
+
+CENSUS_COLUMNS = ["key", "channel", "routed_channel", "stored_hash", "key_hash", "value"]
+
+
+@dataclass
+class StateCensus:
+    """The state of every channel at `batch`, under the committed `layout`."""
+
+    layout: Layout
+    batch: int
+    rows: pd.DataFrame
+    per_channel: dict[int, dict[str, int]] = field(default_factory=dict)
+    stray_channels: list[int] = field(default_factory=list)
+    """Channels with stored state that the committed layout does not have."""
+
+    @property
+    def keys(self) -> int:
+        return int(self.rows["key"].nunique())
+
+    @property
+    def total(self) -> int:
+        return int(self.rows["value"].sum()) if len(self.rows) else 0
+
+
+def _rows_of(store, layout: Layout) -> pd.DataFrame:
+    entries = store.entries()
+    keys = entries["key"].to_pylist()
+    values = [store.codec.decode(v) for v in entries["value"].to_pylist()]
+    key_hashes = np.array([hash_str(k) for k in keys], dtype=np.int64)
+    routed = layout.lookup(key_hashes) if len(keys) else np.array([], dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "key": keys,
+            "channel": np.full(len(keys), store.channel, dtype=np.int64),
+            "routed_channel": routed.astype(np.int64),
+            "stored_hash": entries["hash"].to_numpy(zero_copy_only=False).astype(np.int64),
+            "key_hash": key_hashes,
+            "value": np.array(values, dtype=np.int64),
+        },
+        columns=CENSUS_COLUMNS,
+    )
+
+
+def take_census(elastic_root: str, *, batch_complete=lambda batch: True) -> StateCensus:
+    """Census of the state under `elastic_root` at the newest batch every channel can show.
+
+    `batch_complete(b)` says whether the stream finished writing batch b's results; if the newest
+    batch is not complete yet (a stream mid-batch), the census is taken one batch earlier.
+    """
+    layout = LayoutRegistry(Location.of(elastic_root)).committed()
+    backend = HistoryBackend(Int64Codec(), durable=elastic_root)
+    channels = sorted(set(layout.channels) | set(backend.channels()))
+    stores = {c: backend.open(c) for c in channels}
+    batch = max((s.version.batch for s in stores.values()), default=-1)
+    if batch >= 0 and not batch_complete(batch):
+        batch -= 1
+        for store in stores.values():
+            if store.version.batch > batch:
+                store.restore(batch)
+    frames = [_rows_of(store, layout) for store in stores.values()]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CENSUS_COLUMNS)
+    per_channel = {
+        c: {"keys": int((rows["channel"] == c).sum()), "sum": int(rows.loc[rows["channel"] == c, "value"].sum())}
+        for c in channels
+    }
+    stray = [c for c in channels if c not in set(layout.channels) and per_channel[c]["keys"]]
+    return StateCensus(layout, batch, rows, per_channel, stray)

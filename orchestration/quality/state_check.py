@@ -1,0 +1,102 @@
+"""The post-rescale state check, without Dagster: take a census of the elastic stage's state
+under the committed layout, compare it with the stream's own report of that state (the results
+table's latest view up to the same batch), and validate both with GX.
+
+Why the results table is the baseline for "the sum of counts is unchanged by the rescale": a
+rescale runs at a batch boundary and the stream writes, for every key a batch touches, the new
+count to the results table. So the latest results row of every key up to batch B *is* the state
+at batch B, as the stream saw it before any later rescale moved it. A lost, duplicated or
+altered key after the rescale makes the sums (and the per-key values) differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+
+from orchestration.quality.gx_validation import GreatExpectationsResource, SuiteOutcome
+from orchestration.quality.state_census import StateCensus, take_census
+from orchestration.quality.suites import state_expectations
+from pipelines.batch.pipelines import BatchPipeline
+from pipelines.streams.spec import StreamSpec
+
+
+@dataclass
+class StateCheck:
+    census: StateCensus
+    suite: SuiteOutcome
+    baseline: Optional[dict[str, int]]
+    differing_keys: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.suite.success and not self.differing_keys and not self.census.stray_channels
+
+
+def state_key(pipeline: BatchPipeline) -> Column:
+    """The elastic stage's key of a results row (see `pipelines.streams.jobs`)."""
+    if pipeline.window_columns is None:
+        return F.col(pipeline.key_columns[0])
+    return F.concat_ws("|", F.col("campaign_id"), F.unix_millis(pipeline.window_columns[0]).cast("string"))
+
+
+def results_complete(results_table: str, batch: int) -> bool:
+    """Whether the stream finished writing batch `batch`'s results (Spark's _SUCCESS marker)."""
+    return (Path(results_table) / f"batch_id={batch}" / "_SUCCESS").exists()
+
+
+def has_results(results_table: str) -> bool:
+    return Path(results_table).is_dir() and any(Path(results_table).glob("batch_id=*"))
+
+
+def results_state(spark: SparkSession, pipeline: BatchPipeline, results_table: str, batch: int) -> pd.DataFrame:
+    """(key, expected): every key's count in its newest results row up to batch `batch`."""
+    table = spark.read.parquet(results_table).where(F.col("batch_id") <= batch)
+    keys = list(pipeline.key_columns)
+    newest = table.groupBy(*keys).agg(F.max("batch_id").alias("batch_id"))
+    rows = table.join(newest, [*keys, "batch_id"])
+    return rows.select(state_key(pipeline).alias("key"), F.col("count").cast("long").alias("expected")).toPandas()
+
+
+def check_state(
+    spark: Optional[SparkSession],
+    pipeline: BatchPipeline,
+    spec: StreamSpec,
+    gx: GreatExpectationsResource,
+    limit: int = 50,
+) -> StateCheck:
+    """Census the state, build the baseline from the results table (if the stream wrote one),
+    and validate."""
+    with_results = spark is not None and has_results(spec.results_table)
+    census = take_census(
+        spec.elastic_root, batch_complete=(lambda b: results_complete(spec.results_table, b)) if with_results else (lambda b: True)
+    )
+    baseline, differing = None, []
+    if with_results and census.batch >= 0:
+        expected = results_state(spark, pipeline, spec.results_table, census.batch)
+        baseline = {"keys": int(len(expected)), "total": int(expected["expected"].sum()), "batch": census.batch}
+        differing = differing_keys(census.rows, expected, limit)
+    suite = gx.validate(
+        census.rows, f"{pipeline.name}_state_after_rescale",
+        state_expectations(baseline and baseline["keys"], baseline and baseline["total"]), ["key", "channel"],
+    )
+    return StateCheck(census, suite, baseline, differing)
+
+
+def differing_keys(state: pd.DataFrame, expected: pd.DataFrame, limit: int) -> list[dict[str, Any]]:
+    """Keys whose stored value (summed over every channel holding it) differs from the baseline."""
+    stored = state.groupby("key", as_index=False).agg(stored=("value", "sum"), channels=("channel", lambda c: sorted(set(c))))
+    merged = stored.merge(expected, on="key", how="outer")
+    merged["stored"] = merged["stored"].fillna(0).astype("int64")
+    merged["expected"] = merged["expected"].fillna(0).astype("int64")
+    bad = merged[merged["stored"] != merged["expected"]].sort_values("key").head(limit)
+    return [
+        {"key": r.key, "stored": int(r.stored), "expected": int(r.expected),
+         "channels": [int(c) for c in r.channels] if isinstance(r.channels, list) else []}
+        for r in bad.itertuples()
+    ]
