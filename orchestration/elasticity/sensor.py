@@ -11,7 +11,7 @@ control folder, or while a migration is pending in its layout registry.
 """
 
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from dagster import (
     DagsterInstance,
@@ -71,8 +71,13 @@ def make_elasticity_sensor(
     interval_s: int = DEFAULT_INTERVAL_S,
     policy: Optional[ElasticityPolicy] = None,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+    source: Optional[Callable[..., object]] = None,
 ) -> SensorDefinition:
-    """The sensor of one stream; `policy` is the default (a stream's override file wins)."""
+    """The sensor of one stream; `policy` is the default (a stream's override file wins).
+
+    `source(spec, policy)` returns the stream's `StreamSource`; default the real Kafka one
+    (unit tests pass a fake that replays scripted metrics).
+    """
     default_policy = policy or ElasticityPolicy(sample_period_s=float(interval_s))
 
     @sensor(
@@ -94,8 +99,9 @@ def make_elasticity_sensor(
         waiting = rescale_in_flight(context.instance, entry.name, spec)
         if waiting is not None:
             return SensorResult(skip_reason=SkipReason(waiting), cursor=context.cursor)
+        make_source = source or (lambda spec, policy: KafkaStreamSource(spec, policy.metrics_limit))
         try:
-            reading = KafkaStreamSource(spec, stream_policy.metrics_limit).read(time.time())
+            reading = make_source(spec, stream_policy).read(time.time())
         except (KafkaError, OSError) as error:
             return SensorResult(skip_reason=SkipReason(f"cannot read {entry.name}'s metrics: {error}"), cursor=context.cursor)
         outcome = decide_tick(context.cursor, reading, stream_policy)

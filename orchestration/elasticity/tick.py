@@ -73,9 +73,9 @@ def explain(decision: Decision, collected: Collected, policy: ElasticityPolicy, 
         return f"cooling down until {until} ({cooldown_until - now_s:.0f} s) after a rescale; {numbers}"
     if decision.rule == "warmup":
         return f"warming up at {snapshot.channels} channels (layout epoch {collected.epoch}): {decision.reason}; {numbers}"
-    if decision.rule in ("P1", "P2", "P5", "bounds") or decision.rule.startswith("P"):
-        return f"holding {snapshot.channels} channels ({decision.rule}): {decision.reason}; {numbers}"
-    return f"stable at {snapshot.channels} channels: {numbers}"
+    if decision.rule == "P2" or (decision.rule == "bounds" and "not congested" in decision.reason):
+        return f"stable at {snapshot.channels} channels: {numbers} ({decision.rule}: {decision.reason})"
+    return f"no rescale at {snapshot.channels} channels ({decision.rule}): {decision.reason}; {numbers}"
 
 
 def decide_tick(cursor_text: str | None, reading: StreamReading, policy: ElasticityPolicy) -> TickOutcome:

@@ -1,0 +1,89 @@
+"""The collector: metrics + offsets -> MetricsSnapshot, with the channel-id mapping made explicit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from elasticity.control import Decision
+from orchestration.elasticity.collector import ChannelMap, NotReady, collect
+from orchestration.elasticity.policy import ElasticityPolicy
+from orchestration.elasticity.realizer import target_for
+from orchestration.elasticity.testing import FakeStream
+
+POLICY = ElasticityPolicy(slo_s=5.0, sample_period_s=10.0, probe_timeout_s=15.0)
+
+
+def test_channel_map_maps_sparse_ids_to_dense_indices_and_back():
+    channels = ChannelMap((0, 2, 5))
+    assert [channels.index_of(c) for c in (0, 2, 5)] == [0, 1, 2]
+    assert [channels.channel_at(i) for i in range(3)] == [0, 2, 5]
+    with pytest.raises(KeyError):
+        channels.index_of(1)
+    with pytest.raises(ValueError):
+        ChannelMap((2, 0))
+
+
+def test_no_metrics_is_not_ready_with_a_reason():
+    with pytest.raises(NotReady, match="no metrics yet"):
+        collect(FakeStream().read(), None, POLICY)
+
+
+def test_per_channel_values_land_at_the_index_of_their_channel_id():
+    stream = FakeStream(channels=(0, 2, 5))
+    stream.run(10, 600, {0: 0.5, 2: 0.7, 5: 9.0}, shares={0: 0.2, 2: 0.3, 5: 0.5})
+    collected = collect(stream.read(), None, POLICY)
+    assert collected.channels.channel_ids == (0, 2, 5)
+    assert collected.snapshot.channels == 3
+    # Channel 5 (index 2) is the slow and busy one.
+    np.testing.assert_allclose(collected.snapshot.probe_latency_s, [0.5, 0.7, 9.0], atol=1.1)
+    assert int(np.argmax(collected.snapshot.probe_latency_s)) == 2
+    np.testing.assert_allclose(collected.snapshot.throughput_rps, [120, 180, 300], rtol=0.05)
+
+
+def test_a_channel_whose_probes_stay_missing_times_out_while_the_others_return():
+    stream = FakeStream(channels=(0, 1, 2)).run(10, 300, 0.4)
+    stream.run(20, 300, 0.4, silent=[1])
+    collected = collect(stream.read(), None, POLICY)
+    assert collected.snapshot.probe_timed_out.tolist() == [False, True, False]
+    assert collected.snapshot.probe_latency_s[1] > POLICY.probe_timeout_s
+
+
+def test_a_stream_stuck_in_a_long_batch_reports_every_channel_late():
+    stream = FakeStream(channels=(0, 1)).run(10, 300, 0.4).stall(40, 300)
+    collected = collect(stream.read(), None, POLICY)
+    assert collected.snapshot.probe_timed_out.all()
+    assert (collected.snapshot.probe_latency_s >= 38).all()
+    # Throughput falls back to the last finished batch, not to zero: capacity stays measurable.
+    assert collected.snapshot.total_throughput_rps == pytest.approx(300, rel=0.05)
+
+
+def test_only_the_newest_layout_epoch_counts():
+    stream = FakeStream(channels=(0, 1)).run(10, 300, 9.0)
+    stream.relayout((0, 1, 2)).run(4, 300, 0.3)
+    collected = collect(stream.read(), None, POLICY)
+    assert collected.epoch == 1
+    assert collected.channels.channel_ids == (0, 1, 2)
+    assert (collected.snapshot.probe_latency_s < 2).all()
+
+
+def test_input_rate_and_lag_come_from_offsets_in_stage_records():
+    # Three stage records (words) per Kafka record (line): rate and lag are converted to words.
+    stream = FakeStream(channels=(0, 1), records_per_offset=3.0).run(10, 600, 0.5, lag_records=300)
+    first = collect(stream.read(), None, POLICY)
+    stream.run(10, 1200, 0.5, lag_records=300)
+    second = collect(stream.read(), first.offsets, POLICY)
+    assert second.offsets.records_per_offset == pytest.approx(3.0, rel=0.05)
+    assert second.snapshot.input_rate_rps == pytest.approx(1200, rel=0.05)
+    assert second.snapshot.total_lag_records == pytest.approx(300, rel=0.05)
+    assert second.snapshot.lag_records.size == 2
+
+
+def test_decisions_name_layout_channel_ids_not_snapshot_indices():
+    channels = ChannelMap((0, 3, 7))
+    split = Decision(time_s=0, action="split", from_channels=3, to_channels=4, channel=2, rule="split", reason="hot")
+    merge = Decision(time_s=0, action="merge", from_channels=3, to_channels=2, channel=1, rule="merge", reason="light")
+    scale = Decision(time_s=0, action="scale_out", from_channels=3, to_channels=6, rule="P1", reason="busy")
+    assert (target_for(split, channels).op, target_for(split, channels).channel) == ("split", 7)
+    assert (target_for(merge, channels).op, target_for(merge, channels).channel) == ("merge", 3)
+    assert (target_for(scale, channels).op, target_for(scale, channels).channels) == ("scale_to", 6)

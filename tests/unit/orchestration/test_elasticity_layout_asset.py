@@ -1,0 +1,103 @@
+"""The resizing asset on a stopped stream's real state: dry run, offline migration, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, materialize
+
+from elasticity.layout import Layout
+from elasticity.migration import LayoutRegistry
+from elasticity.state import Int64Codec, Location, RocksBackend
+from orchestration.elasticity.assets import make_layout_asset
+from orchestration.resources import EspSettingsResource
+from orchestration.streams.catalog import StreamEntry, stream_spec
+from tests.unit.elasticity.migration_helpers import assert_owned_exactly_once, populate
+
+ENTRY = StreamEntry(name="fake", job="wordcount", input_topic="fake-in", load_kind="words")
+
+
+@pytest.fixture
+def settings(tmp_path) -> EspSettingsResource:
+    config = tmp_path / "esp.json"
+    config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run")}))
+    return EspSettingsResource(config_file=str(config))
+
+
+@pytest.fixture
+def stopped_stream(settings, tmp_path):
+    """A stream that ran and stopped cleanly: 2 channels of state, a committed layout, old checkpoint."""
+    spec = stream_spec(settings.load(), ENTRY)
+    LayoutRegistry(Location.of(spec.elastic_root)).initialize(Layout.uniform(2))
+    backend = RocksBackend(Int64Codec(), durable=spec.elastic_root, local_dir=str(tmp_path / "seed"))
+    expected = populate(backend, Layout.uniform(2), 2000)
+    backend.close()
+    for folder in ("offsets", "commits"):
+        (Path(spec.checkpoint) / folder).mkdir(parents=True)
+        (Path(spec.checkpoint) / folder / "1").write_text("v1\n")
+    return spec, expected
+
+
+def _run(settings, config: dict, instance):
+    return materialize(
+        [make_layout_asset(ENTRY)],
+        instance=instance,
+        resources={"esp_settings": settings},
+        run_config={"ops": {"fake_layout": {"config": {"alive_within_s": 0.001, **config}}}},
+        raise_on_error=False,
+    )
+
+
+def test_dry_run_shows_the_plan_and_moves_nothing(settings, stopped_stream):
+    spec, _ = stopped_stream
+    with DagsterInstance.ephemeral() as instance:
+        result = _run(settings, {"target": {"op": "scale_to", "channels": 3}, "dry_run": True}, instance)
+    assert result.success
+    assert not result.get_asset_materialization_events()
+    [observation] = [e.event_specific_data.asset_observation for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+    metadata = observation.metadata
+    assert metadata["channels_before"].value == 2 and metadata["channels_after"].value == 3
+    assert metadata["ring_fraction_moved"].value == pytest.approx(1 / 3, abs=1e-6)
+    assert metadata["ideal_fraction"].value == pytest.approx(1 / 3, abs=1e-6)
+    assert "data:image/png;base64," in metadata["ring_shares"].value
+    assert LayoutRegistry(Location.of(spec.elastic_root)).committed().epoch == 0
+
+
+def test_a_stopped_stream_is_migrated_offline_with_every_key_owned_once(settings, stopped_stream, tmp_path):
+    spec, expected = stopped_stream
+    with DagsterInstance.ephemeral() as instance:
+        result = _run(settings, {"target": {"op": "scale_to", "channels": 3}, "reason": "test", "rule": "P1"}, instance)
+    assert result.success
+    [materialization] = result.asset_materializations_for_node("fake_layout")
+    metadata = materialization.metadata
+    assert metadata["mode"].value == "offline"
+    assert (metadata["channels_before"].value, metadata["channels_after"].value) == (2, 3)
+    assert metadata["rule"].value == "P1"
+    # Only the new channel's share moves: about a third of the keys, never more than ~40%.
+    assert 0.25 < metadata["keys_moved"].value / len(expected) < 0.42
+    for phase in ("donate_ms", "collect_ms", "commit_ms", "pause_ms"):
+        assert metadata[phase].value >= 0
+    backend = RocksBackend(Int64Codec(), durable=spec.elastic_root, local_dir=str(tmp_path / "check"))
+    layout = assert_owned_exactly_once(backend, spec.elastic_root, expected)
+    backend.close()
+    assert (layout.epoch, layout.n_channels) == (1, 3)
+
+
+def test_offline_rescale_is_refused_when_the_stream_stopped_mid_batch(settings, stopped_stream):
+    spec, _ = stopped_stream
+    (Path(spec.checkpoint) / "offsets" / "2").write_text("v1\n")  # batch 2 planned, never committed
+    with DagsterInstance.ephemeral() as instance:
+        result = _run(settings, {"target": {"op": "scale_to", "channels": 3}}, instance)
+    assert not result.success
+    failure = result.failure_data_for_node("fake_layout")
+    assert "stopped in the middle of batch 2" in failure.user_failure_data.description
+    assert LayoutRegistry(Location.of(spec.elastic_root)).committed().epoch == 0
+
+
+def test_a_target_that_makes_no_sense_fails_with_the_reason(settings, stopped_stream):
+    with DagsterInstance.ephemeral() as instance:
+        result = _run(settings, {"target": {"op": "merge", "channel": 7}}, instance)
+    assert not result.success
+    assert "needs a channel among [0, 1]" in result.failure_data_for_node("fake_layout").user_failure_data.description
