@@ -11,6 +11,7 @@ publishes again; records are keyed so consumers can keep the last value).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,10 @@ from pipelines.streams.spec import StreamSpec
 log = logging.getLogger(__name__)
 
 
+class StopRequested(RuntimeError):
+    """Raised at a batch's start once a stop was asked: the query ends between two batches."""
+
+
 @dataclass
 class _BatchContext:
     batch_id: int
@@ -58,6 +63,11 @@ class ElasticStream:
     _labels: dict[int, list[int]] = field(default_factory=dict)
     _producer: Any = None
     _migrator: Migrator | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
 
     def __post_init__(self) -> None:
         root = str(Path(self.spec.root).resolve()) if "://" not in self.spec.root else self.spec.root
@@ -104,8 +114,14 @@ class ElasticStream:
         )
         return self.query
 
-    def stop(self) -> None:
-        """Stop at a batch boundary: Spark lets the running batch finish before it returns."""
+    def stop(self, timeout_s: float = 120.0) -> None:
+        """Stop at a batch boundary: let a running batch finish, refuse to begin the next one."""
+        self._stopping.set()
+        deadline = time.monotonic() + timeout_s
+        while self.query is not None and self.query.isActive and time.monotonic() < deadline:
+            if not self.query.status.get("isTriggerActive", False):
+                break
+            time.sleep(0.05)
         if self.query is not None and self.query.isActive:
             self.query.stop()
         if self._producer is not None:
@@ -118,6 +134,9 @@ class ElasticStream:
     # -- one micro-batch ---------------------------------------------------------------------
 
     def process_batch(self, raw: DataFrame, batch_id: int) -> None:
+        if self._stopping.is_set():
+            # Nothing of this batch has happened yet; Spark replays it on the next start.
+            raise StopRequested(f"stream {self.spec.name} is stopping before batch {batch_id}")
         context = _BatchContext(batch_id, time.perf_counter(), self.registry.committed())
         context.rescale = self._apply_pending_rescale()
         context.layout = self.registry.routing_layout()

@@ -115,7 +115,7 @@ class StreamService:
         try:
             while not self._stop.wait(observe_every_s):
                 query = self.stream.query
-                if query is not None and not query.isActive:
+                if query is not None and not query.isActive and not self.stream.stopping:
                     error = query.exception()
                     raise RuntimeError(f"stream {self.spec.name} stopped: {error}") if error else RuntimeError(
                         f"stream {self.spec.name} stopped"

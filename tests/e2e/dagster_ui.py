@@ -1,0 +1,104 @@
+"""Drive the real Dagster webserver + daemon (`esp ui`) from tests through its GraphQL API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from tests.conftest import free_port
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = json.loads(response.read())
+    if body.get("errors"):
+        raise AssertionError(f"GraphQL errors: {body['errors']}")
+    return body["data"]
+
+
+def _wait_for_server(port: int, process: subprocess.Popen, log: Path, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"esp ui exited early:\n{log.read_text()[-3000:]}"
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+            return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError("the Dagster webserver did not answer in time")
+
+
+@contextmanager
+def running_ui(tmp_path: Path, settings: dict) -> Iterator[int]:
+    """`esp ui` on a free port with the given esp settings; yields the port."""
+    port = free_port()
+    config = tmp_path / "esp-ui.json"
+    config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run"), **settings}))
+    esp = str(Path(sys.executable).parent / "esp")
+    log = tmp_path / "ui.log"
+    process = subprocess.Popen(
+        [esp, "ui", "--port", str(port), "--config", str(config)],
+        stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "ESP_CONFIG": str(config)},
+    )
+    try:
+        _wait_for_server(port, process, log)
+        yield port
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+LAUNCH = """
+mutation($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}"""
+
+RUN_STATUS = """query($id: ID!) { runOrError(runId: $id) { __typename ... on Run { status } } }"""
+
+TERMINATE = """mutation($id: String!) { terminateRun(runId: $id) { __typename } }"""
+
+
+def launch(port: int, job: str, run_config: dict) -> str:
+    params = {
+        "selector": {"repositoryLocationName": "esp", "repositoryName": "__repository__", "jobName": job},
+        "runConfigData": run_config,
+    }
+    result = graphql(port, LAUNCH, {"params": params})["launchRun"]
+    assert result["__typename"] == "LaunchRunSuccess", result
+    return result["run"]["runId"]
+
+
+def run_status(port: int, run_id: str) -> str:
+    return graphql(port, RUN_STATUS, {"id": run_id})["runOrError"]["status"]
+
+
+def wait_for_status(port: int, run_id: str, wanted: set[str], timeout_s: float = 180) -> str:
+    deadline = time.monotonic() + timeout_s
+    status = run_status(port, run_id)
+    while status not in wanted:
+        assert time.monotonic() < deadline, f"run {run_id} stayed {status}"
+        time.sleep(1)
+        status = run_status(port, run_id)
+    return status
