@@ -1,0 +1,323 @@
+"""`esp bench elasticity`: the elastic loop on the real stack under a fluctuating trace (DESIGN.md section 6.3).
+
+One run on the real broker and a real Spark stream (`esp stream run` in its own process group,
+its keyed stage I/O-bound at `--service-ms` per record, Spark with one task slot per channel):
+
+1. elastic phase: the load generator plays the (time-compressed) trace while a driver runs the
+   elasticity sensor's own tick (`tick.decide_tick`: collector -> detectors -> controller) every
+   `--interval` seconds and realizes each decision with the resizing asset's own online path
+   (`realizer.rescale_online`: a request the stream applies at its next batch boundary);
+2. static phase, same stream: for rising channel counts, rescale to N and hold the peak rate
+   for `--static-seconds`; the best static count is the fewest channels that meet the SLO
+   target at the peak (the peak is what a static choice must survive);
+3. figures: per load change decisions to settle, overshoot, oscillations, SLO attainment
+   (share of seconds whose p99 probe latency is within the SLO; probes still out count with
+   their age, so a stalled stream is late, not silent), channel-seconds vs the best static
+   count, computed by `elasticity.control.benchmark.elasticity_figures` on the measured
+   series; JSON + PNG (input rate, channels, p99 latency) + a rich table.
+
+The Dagster daemon is not in this loop (the e2e test covers it); here a rescale starts as soon
+as it is decided, where a Dagster run would first spend its launch time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from orchestration.cli.common import ConfigOption
+
+
+@dataclass
+class BenchOptions:
+    """Everything one benchmark run needs (from the command line)."""
+
+    trace: str
+    peak_rps: float
+    speed: float
+    cycles: int
+    service_ms: float
+    slo_s: float
+    interval_s: float
+    max_channels: int
+    initial_channels: int
+    static_seconds: float
+    static_target: float
+    max_offsets: int
+
+
+@dataclass
+class ControlLog:
+    """What the elastic driver did: one entry per tick, the decisions realized, the results."""
+
+    ticks: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[Any] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- the stream
+
+
+def _derived_settings(settings, folder: Path, slots: int) -> Path:
+    """A settings file for the stream process: the same broker, Spark with a slot per channel."""
+    data = json.loads(settings.model_dump_json())
+    data["spark"]["master"] = f"local[{slots}]"
+    data["spark"]["ui_enabled"] = False
+    path = folder / "esp-stream.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _start_stream(config: Path, spec, options: BenchOptions, log: Path) -> subprocess.Popen:
+    esp = str(Path(sys.executable).parent / "esp")
+    args = [
+        esp, "stream", "run", "--config", str(config), "--name", spec.name, "--topic", spec.input_topic,
+        "--root", spec.root, "--channels", str(options.initial_channels), "--trigger", str(spec.trigger_seconds),
+        "--max-offsets", str(options.max_offsets), "--service-ms", str(options.service_ms), "--observe-every", "10",
+    ]
+    return subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop_stream(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=90)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def _wait_for_first_batch(spec, process: subprocess.Popen, timeout_s: float = 300) -> None:
+    from pipelines.streams.metrics import read_recent
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the stream exited with {process.returncode}; see its log")
+        if read_recent(spec.bootstrap_servers, spec.metrics_topic, limit=1, timeout_s=2):
+            return
+        time.sleep(2)
+    raise RuntimeError("the stream finished no batch in time")
+
+
+# ---------------------------------------------------------------------------- the elastic driver
+
+
+def _control_loop(spec, policy, stop: threading.Event, started: float, log: ControlLog) -> None:
+    """The sensor's tick every sample period; decisions realized online, one at a time."""
+    from orchestration.elasticity.collector import KafkaStreamSource
+    from orchestration.elasticity.realizer import rescale_online
+    from orchestration.elasticity.tick import decide_tick
+
+    source = KafkaStreamSource(spec, policy.metrics_limit)
+    cursor: str | None = None
+    while not stop.wait(policy.sample_period_s):
+        outcome = decide_tick(cursor, source.read(time.time()), policy)
+        cursor = outcome.cursor
+        at = time.time() - started
+        log.ticks.append({"time_s": round(at, 2), "skip": outcome.skip_reason, "rule": outcome.decision.rule if outcome.decision else None})
+        if outcome.is_rescale:
+            decision = outcome.decision.model_copy(update={"time_s": at})
+            log.decisions.append(decision)
+            result = rescale_online(spec, outcome.target, f"{decision.reason} [{decision.rule}]", policy.rescale_timeout_s)
+            log.results.append({k: v for k, v in result.items() if k != "layout"})
+
+
+def _load(spec_kwargs: dict[str, Any], bootstrap: str, on_progress=None):
+    from pipelines.load import LoadSpec, run_load
+
+    return run_load(LoadSpec(**spec_kwargs), bootstrap, on_progress=on_progress)
+
+
+# ---------------------------------------------------------------------------- measured series
+
+
+def per_second_series(metrics, start_s: float, seconds: int, initial_channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(channels, p99 probe latency in s) for each second after `start_s`.
+
+    A second's latencies are those of the probes that came back in it plus the ages of the
+    probes still out at its end (reconstructed from their send times), so a long batch shows up
+    as rising latency while it runs, not only when it ends.
+    """
+    probes = [
+        (m.wall_time - lat / 1000.0, m.wall_time) for m in metrics for c in m.per_channel for lat in c.probe_latency_ms
+    ]
+    sent = np.array([p[0] for p in probes]) if probes else np.zeros(0)
+    back = np.array([p[1] for p in probes]) if probes else np.zeros(0)
+    ends = np.array([m.wall_time for m in metrics])
+    counts = np.array([m.channels for m in metrics])
+    channels = np.full(seconds, float(initial_channels))
+    p99 = np.zeros(seconds)
+    for k in range(seconds):
+        lo, hi = start_s + k, start_s + k + 1
+        done = back[(back >= lo) & (back < hi)] - sent[(back >= lo) & (back < hi)]
+        out = hi - sent[(sent <= hi) & (back >= hi)]
+        values = np.concatenate([done, out])
+        p99[k] = float(np.percentile(values, 99)) if values.size else (p99[k - 1] if k else 0.0)
+        before = np.flatnonzero(ends < hi)
+        if before.size:
+            channels[k] = counts[before[-1]]
+    return channels, p99
+
+
+# ---------------------------------------------------------------------------- static reference
+
+
+def _static_candidates(options: BenchOptions) -> list[int]:
+    """From the count that would be exactly saturated at the peak, upwards."""
+    saturated = max(1, math.ceil(options.peak_rps * options.service_ms / 1000.0))
+    return list(range(min(saturated, options.max_channels), options.max_channels + 1))
+
+
+def _static_segment(spec, options: BenchOptions, channels: int, bootstrap: str) -> dict[str, Any]:
+    """Rescale to `channels`, hold the peak, and measure SLO attainment after a settling third."""
+    from orchestration.elasticity.realizer import StreamFiles, rescale_online
+    from pipelines.streams.control import RescaleTarget
+    from pipelines.streams.metrics import read_recent
+
+    current = StreamFiles(spec).committed_layout()
+    if current is not None and current.n_channels != channels:
+        rescale_online(spec, RescaleTarget(op="scale_to", channels=channels), "static reference", 600)
+    started = time.time()
+    _load(_load_kwargs(spec, options, profile="constant", duration_s=options.static_seconds), bootstrap)
+    settle = int(options.static_seconds / 3)
+    seconds = int(options.static_seconds)
+    metrics = read_recent(bootstrap, spec.metrics_topic, limit=5000)
+    _, p99 = per_second_series(metrics, started, seconds, channels)
+    attainment = float(np.mean(p99[settle:] <= options.slo_s))
+    return {"channels": channels, "slo_attainment": attainment, "max_p99_s": float(p99[settle:].max())}
+
+
+def _load_kwargs(spec, options: BenchOptions, **overrides: Any) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "profile": options.trace, "peak_rate": options.peak_rps, "speed": options.speed, "esault_cycles": options.cycles,
+        "topic": spec.input_topic, "words_per_line": 1, "vocabulary": 2000, "distribution": "uniform", "processes": 1,
+    }
+    kwargs.update(overrides)
+    return kwargs
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def elasticity_command(
+    json_path: Path = typer.Option(..., "--json", help="Where to write the figures (JSON)."),
+    png_path: Path | None = typer.Option(None, "--png", help="Plot of input rate / channels / p99 (default: next to the JSON)."),
+    trace: str = typer.Option("esault", "--trace", help="Load profile: esault | square | step | sine."),
+    peak: float = typer.Option(800.0, "--peak", min=1.0, help="Peak input rate, records/s (one word per record)."),
+    speed: float = typer.Option(1.25, "--speed", min=0.1, help="Time compression of the trace."),
+    cycles: int = typer.Option(1, "--cycles", min=1, help="eSault rise-hold-fall-hold cycles."),
+    service_ms: float = typer.Option(4.0, "--service-ms", min=0.1, help="Per-record service time of the stage, ms."),
+    slo: float = typer.Option(8.0, "--slo", min=0.1, help="Latency SLO on the p99 probe latency, seconds."),
+    interval: float = typer.Option(5.0, "--interval", min=1.0, help="Sampling period (sensor interval), seconds."),
+    max_channels: int = typer.Option(8, "--max-channels", min=1, help="Most channels (= Spark task slots of the stream)."),
+    initial_channels: int = typer.Option(1, "--initial-channels", min=1, help="Channels at start."),
+    static_seconds: float = typer.Option(45.0, "--static-seconds", min=10.0, help="Length of each static segment at the peak."),
+    static_target: float = typer.Option(0.9, "--static-target", min=0.0, max=1.0, help="SLO attainment a static count must reach."),
+    max_offsets: int = typer.Option(3000, "--max-offsets", min=1, help="Cap on records per micro-batch."),
+    config: ConfigOption = None,
+) -> None:
+    """Run the elastic loop on a real stream under a trace, then static references; JSON + PNG."""
+    from orchestration.stack.project import load_settings
+
+    options = BenchOptions(trace, peak, speed, cycles, service_ms, slo, interval, max_channels, initial_channels,
+                           static_seconds, static_target, max_offsets)
+    console = Console()
+    settings = load_settings(config)
+    figures, run = run_benchmark(settings, options, console)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(figures, indent=2, default=str))
+    png = png_path or json_path.with_suffix(".png")
+    from orchestration.cli.bench_simulate import figures_table, write_plot
+
+    write_plot(run, figures, png)
+    table = figures_table(figures)
+    table.title = f"Elastic stream on the {figures['trace']} trace (real Kafka + Spark)"
+    console.print(table)
+    console.print(f"JSON: {json_path}   PNG: {png}")
+
+
+def run_benchmark(settings, options: BenchOptions, console: Console):
+    """The three phases (see the module docstring); returns (figures, measured run)."""
+    from elasticity.control.benchmark import StaticChoice, elasticity_figures
+    from elasticity.control.simulation import SimulationRun, StageModelOptions
+    from orchestration.elasticity.policy import ElasticityPolicy
+    from pipelines.kafka_topics import TopicSpec, ensure_topics
+    from pipelines.load import LoadSpec
+    from pipelines.load.profiles import rate_profile
+    from pipelines.streams.metrics import read_recent
+    from pipelines.streams.spec import StreamSpec
+
+    tag = uuid.uuid4().hex[:6]
+    folder = settings.run_dir / "bench" / f"elasticity-{tag}"
+    folder.mkdir(parents=True, exist_ok=True)
+    bootstrap = settings.kafka.bootstrap_servers
+    spec = StreamSpec(name=f"bench_el_{tag}", input_topic=f"bench-elastic-{tag}", bootstrap_servers=bootstrap,
+                      root=str(folder / "stream"), channels=options.initial_channels, service_ms_per_record=options.service_ms)
+    ensure_topics(bootstrap, [TopicSpec(name=spec.input_topic, partitions=4)])
+    policy = ElasticityPolicy(slo_s=options.slo_s, sample_period_s=options.interval_s, probe_timeout_s=3 * options.slo_s,
+                              max_channels=options.max_channels, rescale_timeout_s=600)
+    profile = rate_profile(LoadSpec(**_load_kwargs(spec, options)))
+    stream = _start_stream(_derived_settings(settings, folder, options.max_channels), spec, options, folder / "stream.log")
+    log = ControlLog()
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            boot = progress.add_task("starting the stream (Spark)", total=None)
+            _wait_for_first_batch(spec, stream)
+            progress.update(boot, total=1, completed=1)
+            elastic = progress.add_task(f"elastic phase ({options.trace})", total=int(profile.duration_s))
+            stop = threading.Event()
+            started = time.time()
+            driver = threading.Thread(target=_control_loop, args=(spec, policy, stop, started, log), daemon=True)
+            driver.start()
+            report = _load(_load_kwargs(spec, options), bootstrap,
+                           on_progress=lambda p: progress.update(elastic, completed=min(int(p.elapsed_s), int(profile.duration_s))))
+            stop.set()
+            driver.join(timeout=policy.rescale_timeout_s)
+            metrics = read_recent(bootstrap, spec.metrics_topic, limit=20000)
+            candidates = _static_candidates(options)
+            static_task = progress.add_task("static segments at the peak", total=len(candidates))
+            statics = []
+            for channels in candidates:
+                statics.append(_static_segment(spec, options, channels, bootstrap))
+                progress.update(static_task, advance=1)
+                if statics[-1]["slo_attainment"] >= options.static_target:
+                    break
+    finally:
+        _stop_stream(stream)
+
+    seconds = int(profile.duration_s)
+    channels, p99 = per_second_series(metrics, started, seconds, options.initial_channels)
+    sent = np.asarray(report.per_second_sent[:seconds] + [0] * max(0, seconds - len(report.per_second_sent)), dtype=float)
+    run = SimulationRun(trace=profile.trace, tick_s=1.0, times_s=np.arange(seconds, dtype=float), input_rate_rps=sent,
+                        channels=channels, p99_latency_s=p99, max_latency_s=p99, lag_records=np.zeros(seconds),
+                        decisions=list(log.decisions), wall_time_s=time.time() - started)
+    best = next((s for s in statics if s["slo_attainment"] >= options.static_target), statics[-1])
+    static = StaticChoice(best["channels"], best["slo_attainment"], best["slo_attainment"] >= options.static_target, len(statics))
+    figures = elasticity_figures(run, static, StageModelOptions(service_rate_rps=1000.0 / options.service_ms),
+                                 policy.control_options(), options.slo_s)
+    figures.update({
+        "stack": "real Kafka broker + Spark stream (esp stream run) + elasticity sensor tick + online rescale",
+        "options": options.__dict__, "policy": json.loads(policy.model_dump_json()), "static_segments": statics,
+        "rescale_results": log.results, "ticks": log.ticks, "load": report.summary() | {"per_second_target": None},
+        "stream_log": str(folder / "stream.log"),
+    })
+    return figures, run

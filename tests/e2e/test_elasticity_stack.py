@@ -1,0 +1,216 @@
+"""The elastic loop on the real stack: Kafka, a Spark stream, the Dagster daemon, sensor and rescale runs.
+
+A word-count stream (`esp stream run`, its stage I/O-bound at a few ms per record, Spark with
+enough task slots) starts on 1 channel. A code location holding only this stream's elasticity
+domain (sensor every 5 s, a 6 s SLO) runs under `dagster dev`, whose daemon ticks the sensor.
+A step up in load overloads the channel: the sensor requests a rescale run, the run asks the
+stream, the stream migrates at a batch boundary and goes on. A fall in load scales it back in.
+Ticks (with their skip reasons) and runs are read back through Dagster's GraphQL API; at the
+end the stream's results equal the batch oracle over everything in the topic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, free_port
+from tests.integration.streams import kill_group, start_stream, wait_for_checkpoint
+
+pytestmark = pytest.mark.e2e
+
+SERVICE_MS = 4.0  # one channel then carries ~200 words/s
+HIGH_RPS = 450
+LOW_RPS = 20
+
+DEFS_TEMPLATE = '''
+from dagster import DefaultSensorStatus, Definitions
+
+from orchestration.elasticity.definitions import elasticity_definitions
+from orchestration.elasticity.policy import ElasticityPolicy
+from orchestration.resources import EspSettingsResource
+from orchestration.streams.catalog import StreamEntry
+
+ENTRY = StreamEntry(name={name!r}, job="wordcount", input_topic={topic!r}, load_kind="words")
+POLICY = ElasticityPolicy(slo_s=6.0, sample_period_s=5.0, probe_timeout_s=20.0, max_channels=6, rescale_timeout_s=180.0)
+defs = Definitions.merge(
+    elasticity_definitions([ENTRY], interval_s=5, policy=POLICY, default_status=DefaultSensorStatus.RUNNING),
+    Definitions(resources={{"esp_settings": EspSettingsResource(config_file={config!r})}}),
+)
+'''
+
+RUNS_QUERY = """query Runs($job: String!) {
+  runsOrError(filter: {pipelineName: $job}) { ... on Runs { results { runId status tags { key value } } } }
+}"""
+TICKS_QUERY = """{ repositoriesOrError { ... on RepositoryConnection { nodes { sensors {
+  name sensorState { status ticks(limit: 200) { status skipReason runIds } } } } } } }"""
+
+
+class PacedProducer(threading.Thread):
+    """One-word lines at an adjustable rate (words w0..w499), until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        from kafka import KafkaProducer
+
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+        self.topic = topic
+        self.rate = 0.0
+        self.sent = 0
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        due = 0.0
+        while not self.stop_event.wait(0.1):
+            due += self.rate * 0.1
+            while self.sent < due:
+                self.producer.send(self.topic, value=f"w{(self.sent * 7919) % 500}".encode())
+                self.sent += 1
+        self.producer.flush()
+        self.producer.close()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=30)
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["data"]
+
+
+def rescale_runs(port: int, job: str) -> list[dict]:
+    runs = graphql(port, RUNS_QUERY, {"job": job})["runsOrError"]["results"]
+    return [{**r, "tags": {t["key"]: t["value"] for t in r["tags"]}} for r in runs]
+
+
+def sensor_ticks(port: int, name: str) -> list[dict]:
+    for repository in graphql(port, TICKS_QUERY)["repositoriesOrError"]["nodes"]:
+        for sensor in repository["sensors"]:
+            if sensor["name"] == name:
+                return sensor["sensorState"]["ticks"]
+    return []
+
+
+def wait_for_run(port: int, job: str, action: str, processes: list[subprocess.Popen], timeout_s: float) -> dict:
+    """The first successful rescale run with this action; fails fast on a failed run or a dead process."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for process in processes:
+            assert process.poll() is None, f"{process.args[:3]} exited with {process.returncode}"
+        runs = rescale_runs(port, job)
+        failed = [r for r in runs if r["status"] == "FAILURE"]
+        assert not failed, f"rescale run failed: {failed}"
+        done = [r for r in runs if r["status"] == "SUCCESS" and r["tags"].get("esp/rescale-action") == action]
+        if done:
+            return done[0]
+        time.sleep(3)
+    raise AssertionError(f"no successful {action} run within {timeout_s:.0f} s; runs: {rescale_runs(port, job)}")
+
+
+def wait_for_ui(port: int, process: subprocess.Popen, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "dagster dev exited early"
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+            return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError("the Dagster webserver did not answer in time")
+
+
+def _settings_file(tmp_path: Path, bootstrap: str) -> Path:
+    host, port = bootstrap.split(":")
+    config = tmp_path / "esp.json"
+    config.write_text(json.dumps({
+        "project_root": str(REPO_ROOT), "run_dir_name": str(tmp_path / "run"),
+        "kafka": {"host": host, "client_port": int(port)},
+        # Task slots for every channel: the I/O-bound stage's channels then run side by side.
+        "spark": {"master": "local[6]", "ui_enabled": False, "shuffle_partitions": 4},
+    }))
+    return config
+
+
+def _start_dagster(tmp_path: Path, config: Path, name: str, topic: str) -> tuple[subprocess.Popen, int]:
+    from orchestration.stack.dagster_home import dagster_env, prepare_dagster_home
+    from orchestration.stack.project import load_settings
+
+    settings = load_settings(config)
+    prepare_dagster_home(settings)  # dagster.yaml with the esp/rescale tag concurrency limit
+    defs_file = tmp_path / "elastic_defs.py"
+    defs_file.write_text(DEFS_TEMPLATE.format(name=name, topic=topic, config=str(config)))
+    port = free_port()
+    dagster = str(Path(sys.executable).parent / "dagster")
+    process = subprocess.Popen(
+        [dagster, "dev", "-f", str(defs_file), "-h", "127.0.0.1", "-p", str(port)],
+        cwd=REPO_ROOT, stdout=open(tmp_path / "dagster.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**dagster_env(settings, os.environ), "ESP_CONFIG": str(config)},
+    )
+    return process, port
+
+
+def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_results(spark, bootstrap, topic_factory, tmp_path):
+    from elasticity.migration import LayoutRegistry
+    from elasticity.state import Location
+    from pipelines import kafka_io
+    from pipelines.jobs.wordcount import batch_oracle
+    from pipelines.streams.results import latest_word_counts
+
+    topic = topic_factory("elastic", partitions=4)
+    name = f"elastic_{uuid.uuid4().hex[:6]}"
+    job = f"{name}_resize_job"
+    config = _settings_file(tmp_path, bootstrap)
+    root = tmp_path / "run" / "streams" / name
+    stream = start_stream(config, tmp_path / "stream.log", "--name", name, "--topic", topic, "--channels", "1",
+                          "--trigger", "1", "--max-offsets", "1500", "--service-ms", str(SERVICE_MS), "--observe-every", "5")
+    dagster, port = _start_dagster(tmp_path, config, name, topic)
+    load = PacedProducer(bootstrap, topic)
+    load.start()
+    try:
+        wait_for_ui(port, dagster)
+        load.rate = HIGH_RPS
+        scaled_out = wait_for_run(port, job, "scale_out", [stream, dagster], timeout_s=240)
+        assert scaled_out["tags"]["esp/rescale"] == name
+        assert scaled_out["tags"]["esp/rescale-rule"].startswith("P1")
+
+        load.rate = LOW_RPS
+        scaled_in = wait_for_run(port, job, "scale_in", [stream, dagster], timeout_s=240)
+        assert scaled_in["tags"]["esp/rescale-rule"].startswith(("P2", "P5"))
+
+        ticks = sensor_ticks(port, f"{name}_elasticity")
+        requested = {run_id for t in ticks for run_id in t["runIds"]}
+        assert {scaled_out["runId"], scaled_in["runId"]} <= requested
+        reasons = [t["skipReason"] or "" for t in ticks if t["status"] == "SKIPPED"]
+        assert any("p99" in r and "SLO 6,000 ms" in r for r in reasons), reasons[:10]
+
+        load.stop()
+        wait_for_checkpoint(str(root / "checkpoint"), topic, bootstrap, timeout_s=240, process=stream)
+    finally:
+        load.stop()
+        kill_group(stream, signal.SIGTERM)
+        os.killpg(dagster.pid, signal.SIGTERM)
+        try:
+            dagster.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(dagster.pid, signal.SIGKILL)
+
+    registry = LayoutRegistry(Location.of(str(root / "elastic")))
+    history = [registry.load(e).n_channels for e in range(registry.committed().epoch + 1)]
+    assert history[0] == 1 and max(history) > 1 and history[-1] < max(history), history
+    expected = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
+    counts = latest_word_counts(spark, str(root / "tables" / "results"))
+    assert sum(expected.values()) == load.sent
+    assert counts == expected

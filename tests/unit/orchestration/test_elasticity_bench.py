@@ -1,0 +1,31 @@
+"""The real-stack benchmark's measured series: per-second channels and p99 probe latency from metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestration.cli.bench_elasticity import BenchOptions, _static_candidates, per_second_series
+from pipelines.streams.metrics import BatchMetrics, ChannelMetrics
+
+
+def _batch(end: float, channels: int, latencies_ms: list[float], epoch: int = 0) -> BatchMetrics:
+    per_channel = [ChannelMetrics(channel=c, probe_latency_ms=list(latencies_ms)) for c in range(channels)]
+    return BatchMetrics(stream="s", batch_id=int(end), epoch=epoch, channels=channels, wall_time=end, per_channel=per_channel)
+
+
+def test_a_long_batch_shows_as_rising_latency_while_it_runs_not_only_at_its_end():
+    start = 1000.0
+    # Quick batches until t=3, then one batch that returns at t=10 with probes sent at t=3.5 and later.
+    metrics = [_batch(start + 1, 2, [500]), _batch(start + 2, 2, [500]), _batch(start + 3, 2, [500]),
+               _batch(start + 10, 3, [6500, 5500], epoch=1)]
+    channels, p99 = per_second_series(metrics, start, 11, initial_channels=2)
+    assert channels[:10].tolist() == [2] * 10 and channels[10] == 3
+    assert p99[1] == 0.5
+    # During the long batch the oldest outstanding probe (sent at 3.5) ages second by second.
+    np.testing.assert_allclose(p99[4:10], [1.5, 2.5, 3.5, 4.5, 5.5, 6.5], atol=0.05)
+    assert p99[10] >= 6.0
+
+
+def test_static_candidates_start_at_the_count_saturated_by_the_peak():
+    options = BenchOptions("esault", 800, 1.25, 1, 4.0, 8.0, 5.0, 8, 1, 45, 0.9, 3000)
+    assert _static_candidates(options) == [4, 5, 6, 7, 8]
