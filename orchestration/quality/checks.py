@@ -178,13 +178,13 @@ def make_state_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     )
     def state_after_rescale(
         context: AssetCheckExecutionContext, config: CheckConfig, esp_settings: EspSettingsResource,
-        spark: EspSparkResource, gx: GreatExpectationsResource,
+        gx: GreatExpectationsResource,
     ) -> AssetCheckResult:
         from elasticity.migration.registry import RegistryError
 
         spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
         try:
-            result = check_state(spark.spark_session, pipeline, spec, gx, config.max_offending)
+            result = check_state(pipeline, spec, gx, config.max_offending)
         except (RegistryError, FileNotFoundError) as error:
             return AssetCheckResult(passed=True, description=f"no elastic state yet ({error})")
         census = result.census

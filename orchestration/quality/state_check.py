@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
-from pyspark.sql import Column, SparkSession
-from pyspark.sql import functions as F
 
 from orchestration.quality.gx_validation import GreatExpectationsResource, SuiteOutcome
 from orchestration.quality.state_census import StateCensus, take_census
@@ -38,11 +36,13 @@ class StateCheck:
         return self.suite.success and not self.differing_keys and not self.census.stray_channels
 
 
-def state_key(pipeline: BatchPipeline) -> Column:
-    """The elastic stage's key of a results row (see `pipelines.streams.jobs`)."""
+def _state_keys(pipeline: BatchPipeline, rows: pd.DataFrame) -> pd.Series:
+    """The elastic stage's key of each results row (see `pipelines.streams.jobs`)."""
     if pipeline.window_columns is None:
-        return F.col(pipeline.key_columns[0])
-    return F.concat_ws("|", F.col("campaign_id"), F.unix_millis(pipeline.window_columns[0]).cast("string"))
+        return rows[pipeline.key_columns[0]].astype(str)
+    start = pd.to_datetime(rows[pipeline.window_columns[0]], utc=True)
+    start_ms = (start - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(milliseconds=1)
+    return rows["campaign_id"].astype(str) + "|" + start_ms.astype("int64").astype(str)
 
 
 def results_complete(results_table: str, batch: int) -> bool:
@@ -54,17 +54,22 @@ def has_results(results_table: str) -> bool:
     return Path(results_table).is_dir() and any(Path(results_table).glob("batch_id=*"))
 
 
-def results_state(spark: SparkSession, pipeline: BatchPipeline, results_table: str, batch: int) -> pd.DataFrame:
-    """(key, expected): every key's count in its newest results row up to batch `batch`."""
-    table = spark.read.parquet(results_table).where(F.col("batch_id") <= batch)
-    keys = list(pipeline.key_columns)
-    newest = table.groupBy(*keys).agg(F.max("batch_id").alias("batch_id"))
-    rows = table.join(newest, [*keys, "batch_id"])
-    return rows.select(state_key(pipeline).alias("key"), F.col("count").cast("long").alias("expected")).toPandas()
+def results_state(pipeline: BatchPipeline, results_table: str, batch: int) -> pd.DataFrame:
+    """(key, expected): every key's count in its newest results row up to batch `batch`.
+
+    Read with pyarrow, not Spark: the check then runs inside a rescale run without starting a JVM.
+    """
+    import pyarrow.dataset as ds
+
+    columns = [*pipeline.key_columns, "count", "batch_id"]
+    # The batch id is both a folder name and a column of the files; read the column.
+    table = ds.dataset(results_table, format="parquet", partitioning=None, exclude_invalid_files=True)
+    rows = table.to_table(columns=columns, filter=ds.field("batch_id") <= batch).to_pandas()
+    rows = rows.sort_values("batch_id", kind="stable").drop_duplicates(list(pipeline.key_columns), keep="last")
+    return pd.DataFrame({"key": _state_keys(pipeline, rows).to_numpy(), "expected": rows["count"].astype("int64").to_numpy()})
 
 
 def check_state(
-    spark: Optional[SparkSession],
     pipeline: BatchPipeline,
     spec: StreamSpec,
     gx: GreatExpectationsResource,
@@ -72,13 +77,13 @@ def check_state(
 ) -> StateCheck:
     """Census the state, build the baseline from the results table (if the stream wrote one),
     and validate."""
-    with_results = spark is not None and has_results(spec.results_table)
+    with_results = has_results(spec.results_table)
     census = take_census(
         spec.elastic_root, batch_complete=(lambda b: results_complete(spec.results_table, b)) if with_results else (lambda b: True)
     )
     baseline, differing = None, []
     if with_results and census.batch >= 0:
-        expected = results_state(spark, pipeline, spec.results_table, census.batch)
+        expected = results_state(pipeline, spec.results_table, census.batch)
         baseline = {"keys": int(len(expected)), "total": int(expected["expected"].sum()), "batch": census.batch}
         differing = differing_keys(census.rows, expected, limit)
     suite = gx.validate(
