@@ -33,9 +33,24 @@ for _ in $(seq 1 120); do
   sleep 1
 done
 curl -sf "http://127.0.0.1:$PORT/server_info" > /dev/null || { echo "Dagster did not start; see $RUN/dagster.log"; exit 1; }
+
+# The main job: the word-count stream, kept alive by its supervisor sensor, under the eSault trace.
+"$ESP" topics create words -p 4
+"$ESP" topics create ads -p 4
+export DAGSTER_HOME="$PWD/$RUN/dagster"
+DAGSTER=.venv/bin/dagster
+for sensor in ${ESP_DEMO_SENSORS:-wordcount_supervisor wordcount_elasticity}; do
+  "$DAGSTER" sensor start "$sensor" -w workspace.yaml > /dev/null 2>&1 && echo "sensor $sensor started" \
+    || echo "sensor $sensor not available"
+done
+"$DAGSTER" job launch -j load_generator_job -w workspace.yaml --config-json \
+  "{\"ops\": {\"generate_load\": {\"config\": {\"profile\": \"esault\", \"peak_rate\": ${ESP_DEMO_PEAK:-4000}, \"topic\": \"words\"}}}}" \
+  > /dev/null && echo "eSault load launched (peak ${ESP_DEMO_PEAK:-4000} records/s)"
+
 echo
 echo "esp is running."
 echo "  Dagster UI:  http://127.0.0.1:$PORT"
 echo "  Kafka:       $("$ESP" infra status | grep -o '127.0.0.1:[0-9]*' | head -1)"
 echo "  logs:        $RUN/dagster.log, $RUN/kafka/logs/server.log"
+echo "  watch:       Assets → wordcount_stream (live observations), Runs, Automation → sensors"
 echo "  stop with:   make demo-stop"
