@@ -9,9 +9,24 @@ RUN=.esp/run
 PORT=${ESP_UI_PORT:-3000}
 mkdir -p "$RUN"
 
+terminate_runs() {
+  # Stream runs live in their own process groups: end them through Dagster, at a batch boundary.
+  local q='{"query":"{ runsOrError(filter: {statuses: [STARTED, STARTING, QUEUED]}) { ... on Runs { results { runId } } } }"}'
+  for id in $(curl -sf -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/graphql" -d "$q" \
+      | grep -o '"runId":"[^"]*"' | cut -d'"' -f4); do
+    curl -sf -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/graphql" \
+      -d "{\"query\":\"mutation { terminateRun(runId: \\\"$id\\\") { __typename } }\"}" > /dev/null && echo "run $id terminating"
+  done
+}
+
 stop() {
-  if [ -f "$RUN/dagster.pid" ] && kill -0 "$(cat "$RUN/dagster.pid")" 2>/dev/null; then
-    kill -TERM -- "-$(cat "$RUN/dagster.pid")" 2>/dev/null || kill -TERM "$(cat "$RUN/dagster.pid")"
+  if [ -f "$RUN/dagster.pid" ] && kill -0 -- "-$(cat "$RUN/dagster.pid")" 2>/dev/null; then
+    terminate_runs || true
+    sleep 5
+    group="-$(cat "$RUN/dagster.pid")"
+    kill -INT -- "$group" 2>/dev/null || true
+    for _ in $(seq 1 15); do kill -0 -- "$group" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- "$group" 2>/dev/null || true
     echo "Dagster stopped"
   fi
   rm -f "$RUN/dagster.pid"

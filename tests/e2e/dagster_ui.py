@@ -58,11 +58,16 @@ def running_ui(tmp_path: Path, settings: dict) -> Iterator[int]:
         _wait_for_server(port, process, log)
         yield port
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        # dagster dev shuts down on SIGINT; whatever is left of the group after that is killed.
+        os.killpg(process.pid, signal.SIGINT)
         try:
-            process.wait(timeout=60)
+            process.wait(timeout=20)
         except subprocess.TimeoutExpired:
+            pass
+        try:
             os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 LAUNCH = """
