@@ -100,6 +100,7 @@ class StreamReading:
     end_offsets: dict[int, int]
     consumed_offsets: dict[int, int]
     probe_period_s: float = 1.0
+    committed_epoch: int | None = None  # the layout registry's committed epoch, when readable
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,10 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
     if not metrics:
         raise NotReady("no metrics yet: the stream has not finished a micro-batch (is it running?)")
     newest = metrics[-1]
+    if reading.committed_epoch is not None and newest.epoch < reading.committed_epoch:
+        # A rescale committed, but no batch of the new layout has finished yet: deciding on the
+        # old layout's metrics would rescale twice for one overload.
+        raise NotReady(f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})")
     epoch_batches = [m for m in metrics if m.epoch == newest.epoch]
     channels = ChannelMap(tuple(sorted(c.channel for c in newest.per_channel)))
     if channels.size == 0:
@@ -237,14 +242,17 @@ class KafkaStreamSource:
         self.limit = limit
 
     def read(self, now_s: float) -> StreamReading:
+        from orchestration.elasticity.realizer import StreamFiles
         from pipelines.streams.metrics import checkpoint_offsets, read_recent
 
+        committed = StreamFiles(self.spec).committed_layout()
         return StreamReading(
             now_s=now_s,
             metrics=read_recent(self.spec.bootstrap_servers, self.spec.metrics_topic, limit=self.limit),
             end_offsets=input_end_offsets(self.spec.bootstrap_servers, self.spec.input_topic),
             consumed_offsets=checkpoint_offsets(self.spec.checkpoint, self.spec.input_topic),
             probe_period_s=self.spec.probe_period_s,
+            committed_epoch=None if committed is None else committed.epoch,
         )
 
 

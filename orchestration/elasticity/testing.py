@@ -35,6 +35,7 @@ class FakeStream:
         self.end = dict.fromkeys(range(partitions), 0)
         self.consumed = dict.fromkeys(range(partitions), 0)
         self.batch_id = 0
+        self.committed_epoch = 0
 
     def _offsets(self, produced_records: float, lag_records: float) -> None:
         per_partition = produced_records / self.records_per_offset / len(self.end)
@@ -89,6 +90,12 @@ class FakeStream:
         """The stream committed a new layout: next batches report these channels at epoch + 1."""
         self.channels = tuple(sorted(channels))
         self.epoch += 1
+        self.committed_epoch = self.epoch
+        return self
+
+    def commit_layout(self) -> FakeStream:
+        """A rescale committed in the registry, but no batch of the new layout has finished yet."""
+        self.committed_epoch = self.epoch + 1
         return self
 
     def read(self, now_s: float | None = None) -> StreamReading:
@@ -98,6 +105,7 @@ class FakeStream:
             end_offsets=dict(self.end),
             consumed_offsets=dict(self.consumed),
             probe_period_s=self.probe_period_s,
+            committed_epoch=self.committed_epoch,
         )
 
 

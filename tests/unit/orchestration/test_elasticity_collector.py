@@ -67,6 +67,14 @@ def test_only_the_newest_layout_epoch_counts():
     assert (collected.snapshot.probe_latency_s < 2).all()
 
 
+def test_metrics_of_a_layout_older_than_the_committed_one_are_not_decided_on():
+    stream = FakeStream(channels=(0, 1)).run(10, 300, 9.0).commit_layout()
+    with pytest.raises(NotReady, match="waiting for the first batch of layout epoch 1"):
+        collect(stream.read(), None, POLICY)
+    stream.relayout((0, 1, 2)).run(2, 300, 0.5)
+    assert collect(stream.read(), None, POLICY).epoch == 1
+
+
 def test_input_rate_and_lag_come_from_offsets_in_stage_records():
     # Three stage records (words) per Kafka record (line): rate and lag are converted to words.
     stream = FakeStream(channels=(0, 1), records_per_offset=3.0).run(10, 600, 0.5, lag_records=300)

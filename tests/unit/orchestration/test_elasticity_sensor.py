@@ -84,6 +84,21 @@ def test_overload_requests_a_scale_out_run_with_valid_config_and_tags(settings, 
     assert validate_run_config(defs.resolve_job_def(resize_job_name(ENTRY)), request.run_config)
 
 
+def test_after_a_rescale_the_old_layouts_overload_does_not_trigger_a_second_one(settings, instance):
+    stream = FakeStream(channels=(0, 1))
+    harness = Harness(stream, settings, instance)
+    lag = iter(range(1000, 100_000, 4000))
+    _, request = harness.ticks_until_request(lambda: stream.run(10, 400, 12.0, lag_records=next(lag)))
+    assert request is not None
+    # The run committed the new layout; the stream is still busy with its last old-layout batch.
+    stream.commit_layout()
+    for _ in range(3):
+        stream.run(10, 400, 14.0, lag_records=next(lag))
+        result = harness.tick()
+        assert not result.run_requests
+        assert "waiting for the first batch of layout epoch 1" in result.skip_reason.skip_message
+
+
 def test_a_steady_stream_within_the_slo_is_stable_and_says_why(settings, instance):
     stream = FakeStream(channels=(0, 1, 2, 3))
     harness = Harness(stream, settings, instance)
