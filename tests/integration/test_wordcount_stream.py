@@ -62,10 +62,28 @@ def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_fact
 
     expected = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
     assert latest_word_counts(spark, spec.results_table) == expected
+    assert native_word_counts(spark, bootstrap, topic, tmp_path / "native") == expected
     assert stream.last_metrics is not None and stream.last_metrics.channels == 3
     letters = [json.loads(r.value) for r in _consume(bootstrap, spec.dead_letter_topic)]
     reasons = sorted(letter["reason"] for letter in letters)
     assert reasons == sorted(["empty line", "empty line", "value is not valid UTF-8", "value larger than 1000000 bytes"]), letters
+
+
+def native_word_counts(spark, bootstrap: str, topic: str, folder) -> dict[str, int]:
+    """The same input through Spark's own stateful groupBy().count() (RocksDB state store)."""
+    from pipelines import kafka_io
+    from pipelines.jobs.wordcount import native_counts
+
+    query = (
+        native_counts(kafka_io.read_stream(spark, bootstrap, topic))
+        .writeStream.format("memory").queryName("native_wc").outputMode("complete")
+        .option("checkpointLocation", str(folder / "checkpoint")).trigger(availableNow=True).start()
+    )
+    query.awaitTermination(300)
+    try:
+        return {r.word: r["count"] for r in spark.table("native_wc").collect()}
+    finally:
+        spark.catalog.dropTempView("native_wc")
 
 
 def _consume(bootstrap: str, topic: str) -> list:
