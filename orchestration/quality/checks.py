@@ -57,6 +57,7 @@ class DeadLetterCheckConfig(CheckConfig):
     max_dead_letters: int = Field(100, ge=0, description="Warn when more dead letters than this arrived in the look-back window.")
     lookback_hours: float = Field(24.0, gt=0, description="How far back (Kafka record time) to count dead letters.")
     sample_cap: int = Field(10_000, ge=1, description="Read at most this many dead letters to tally their reasons.")
+    topic: Optional[str] = Field(None, description="The dead-letter topic; default: `<stream>.dlq`.")
 
 
 # -- the tables the checks are on (produced by the stream run) ----------------------------------
@@ -153,9 +154,10 @@ def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     ) -> AssetCheckResult:
         spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
         since_ms = int((time.time() - config.lookback_hours * 3600) * 1000)
-        sample = read_dead_letters(kafka.bootstrap(), spec.dead_letter_topic, since_ms,
+        topic = config.topic or spec.dead_letter_topic
+        sample = read_dead_letters(kafka.bootstrap(), topic, since_ms,
                                    cap=max(config.sample_cap, config.max_dead_letters + 1))
-        base = {"topic": spec.dead_letter_topic, "volume": sample.volume, "threshold": config.max_dead_letters,
+        base = {"topic": topic, "volume": sample.volume, "threshold": config.max_dead_letters,
                 "lookback_hours": config.lookback_hours, "reasons": MetadataValue.json(sample.reasons())}
         if not sample.exists:
             return AssetCheckResult(passed=True, description="no dead-letter topic yet (the stream has not run)", metadata=base)

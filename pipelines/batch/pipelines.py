@@ -89,6 +89,7 @@ def _union_find_spans(groups: list[set[dt.date]]) -> dict[dt.date, str]:
 
     for group in groups:
         first, *rest = sorted(group)
+        root(first)  # a one-day group is a span of its own
         for day in rest:
             parent[root(day)] = root(first)
     members: dict[dt.date, list[dt.date]] = {}
