@@ -1,8 +1,10 @@
-"""Definitions of the quality domain: the results and dead-letter tables as assets, their asset
-checks, the post-rescale state check, the validation job and its schedule, and the GX resource."""
+"""Definitions of the data domains, merged into the code location with one line: quality (the
+results and dead-letter tables as assets, their asset checks, the post-rescale state check, the
+validation job and its schedule, the GX resource) and backfills (`orchestration.backfills`)."""
 
 from dagster import AssetSelection, DefaultScheduleStatus, Definitions, ScheduleDefinition, define_asset_job
 
+from orchestration.backfills.definitions import defs as backfill_defs
 from orchestration.backfills.targets import pipelines
 from orchestration.quality.checks import pipeline_checks, table_assets
 from orchestration.quality.gx_validation import GreatExpectationsResource
@@ -29,4 +31,5 @@ def _quality_definitions() -> Definitions:
     )
 
 
-defs = _quality_definitions()
+quality_defs = _quality_definitions()
+defs = Definitions.merge(backfill_defs, quality_defs)
