@@ -276,7 +276,7 @@ class ElasticStream:
 
     def _labels_for(self, n: int) -> list[int]:
         if n not in self._labels:
-            self._labels[n] = placement_labels(self.spark, n)
+            self._labels[n] = placement_labels(n)
         return self._labels[n]
 
     # -- metrics ---------------------------------------------------------------------------

@@ -1,0 +1,304 @@
+"""The rescale-pause benchmark: esp's online donate/collect against Spark's offline state
+repartition, at several state sizes, on the real broker and the one Spark session.
+
+For each state size K, each system runs the same script on its own topic:
+
+1. **warm**: K distinct words (each exactly once, `words_per_line` to a line) are produced and
+   consumed, then a trickle of lines over those words runs for `warm_batches` batches (so
+   executors' caches are in their steady state), then the trickle stops and the query catches
+   up — it is now idle between batches with K keys of state on N channels/partitions;
+2. **rescale** with data waiting:
+   - esp: a rescale request goes to the running stream's control channel, then a chunk of
+     `chunk_lines` lines is produced; the next micro-batch migrates (donate → vertical barrier
+     → collect → commit) and processes the chunk under the new layout;
+   - native: stop the query (between batches), produce the same chunk, offline-repartition the
+     checkpoint to N' partitions, start the query again; its first batch processes the chunk;
+3. **pause** = from the moment the rescale begins (esp: the micro-batch's trigger starts;
+   native: `stop()` is called) to the first batch committed under the new layout (the
+   `commits/<id>` file of the checkpoint). Both include processing that one chunk, so the
+   normal time of one such batch (the next chunk, under the new layout) is reported next to it;
+4. **correctness**: another chunk, then the results table must equal the batch oracle of the
+   whole topic.
+
+Moved state: esp reports keys and bytes donated, and the moved fraction over the ideal
+|N'-N|/max(N,N'); the native repartition rewrites every key (fraction 1.0 by construction;
+the rows of the repartitioned state are counted with Spark's state reader to show it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from pyspark.sql import SparkSession
+
+from pipelines.bench.common import (
+    Trickle,
+    check_results,
+    commit_times,
+    covering_lines,
+    last_commit,
+    machine,
+    new_topic,
+    produce,
+    wait_caught_up,
+    wait_for_batches,
+)
+from pipelines.native import NativeSpec, NativeWordCount, last_committed_batch
+
+Step = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RescaleOptions:
+    """How the rescale benchmark runs; every option has a default."""
+
+    keys: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    """State sizes: distinct words held before the rescale."""
+    from_channels: int = 4
+    """Channels (esp) / state partitions (native) before the rescale."""
+    to_channels: int = 5
+    """After the rescale."""
+    topic_partitions: int = 4
+    """Partitions of each input topic."""
+    words_per_line: int = 100
+    """Words per warm-up line (K/words_per_line lines cover the K keys)."""
+    trigger_seconds: float = 0.5
+    """Micro-batch trigger interval of both queries."""
+    warm_batches: int = 4
+    """Trickle batches after the warm-up, before the measurement."""
+    trickle_lines_per_s: float = 200.0
+    """Rate of the warm trickle."""
+    chunk_lines: int = 200
+    """Lines of the chunk the first batch after the rescale (and the next one) processes."""
+    timeout_s: float = 1800.0
+    """Upper bound for any single wait (warm-up of the largest size included)."""
+    workdir: str = ".esp/bench/rescale"
+    """Folder for the queries' checkpoints, state and results."""
+
+
+@dataclass
+class SizeResult:
+    keys: int
+    esp: dict[str, Any] = field(default_factory=dict)
+    native: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        esp_pause, native_pause = self.esp.get("pause_s"), self.native.get("pause_s")
+        moved = self.esp.get("moved_fraction")
+        ideal = self.esp.get("ideal_fraction")
+        return {
+            "keys": self.keys,
+            "esp_pause_s": esp_pause,
+            "native_pause_s": native_pause,
+            "pause_ratio": native_pause / esp_pause if esp_pause and native_pause else None,
+            "esp_moved_fraction": moved,
+            "ideal_fraction": ideal,
+            "moved_over_ideal": moved / ideal if moved is not None and ideal else None,
+            "native_rewritten_fraction": self.native.get("rewritten_fraction"),
+            "esp_correct": self.esp.get("correctness", {}).get("ok"),
+            "native_correct": self.native.get("correctness", {}).get("ok"),
+        }
+
+
+def _trigger_start(query, batch_id: int) -> float | None:
+    """Wall time at which the query's trigger of `batch_id` began (from its progress)."""
+    for progress in query.recentProgress:
+        if progress["batchId"] == batch_id:
+            return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def _warm(checkpoint: str, bootstrap: str, topic: str, keys: int, options: RescaleOptions, is_alive, step: Step) -> None:
+    wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, is_alive)
+    step("warm: state loaded")
+    trickle = Trickle(bootstrap, topic, keys, options.trickle_lines_per_s).start()
+    try:
+        wait_for_batches(checkpoint, last_commit(checkpoint), options.warm_batches, options.timeout_s, is_alive)
+    finally:
+        trickle.stop()
+    wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, is_alive)
+    step("warm: steady batches done")
+
+
+def _chunk(keys: int, lines: int, salt: int) -> list[bytes]:
+    """`lines` lines of 8 existing words each (different per salt)."""
+    return [
+        " ".join(f"k{(i * 7919 + j * 104729 + salt * 15485863) % keys}" for j in range(8)).encode() for i in range(lines)
+    ]
+
+
+# -- esp ------------------------------------------------------------------------------------
+
+
+def _batch_of(metrics: dict, request_id: str, timeout_s: float, is_alive) -> int:
+    """The id of the batch that applied rescale `request_id` (once its metrics are out)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and is_alive():
+        for batch_id, m in sorted(metrics.items()):
+            if m.rescale and m.rescale.get("request_id") == request_id:
+                return batch_id
+        time.sleep(0.05)
+    raise TimeoutError(f"no batch reported rescale {request_id}")
+
+
+def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOptions, step: Step) -> dict[str, Any]:
+    """Warm the elastic word count to `keys` keys, rescale it online, check the results."""
+    from pipelines.streams.control import RescaleRequest, RescaleTarget
+    from pipelines.streams.metrics import BatchMetrics
+    from pipelines.streams.runner import ElasticStream
+    from pipelines.streams.spec import StreamSpec
+
+    topic = new_topic(bootstrap, f"bench-esp-{keys}", options.topic_partitions)
+    produce(bootstrap, topic, covering_lines(keys, options.words_per_line))
+    spec = StreamSpec(
+        name=f"bench-esp-{keys}", input_topic=topic, bootstrap_servers=bootstrap,
+        root=str(Path(options.workdir) / topic), channels=options.from_channels, trigger_seconds=options.trigger_seconds,
+    )
+    metrics: dict[int, BatchMetrics] = {}
+    stream = ElasticStream(spark, spec, on_metrics=lambda m: metrics.__setitem__(m.batch_id, m))
+    stream.start()
+    checkpoint = stream.spec.checkpoint
+    alive = lambda: stream.query is not None and stream.query.isActive  # noqa: E731
+    try:
+        _warm(checkpoint, bootstrap, topic, keys, options, alive, step)
+        request = RescaleRequest(target=RescaleTarget(op="scale_to", channels=options.to_channels), reason="bench")
+        stream.control.request(request)
+        produce(bootstrap, topic, _chunk(keys, options.chunk_lines, 1))
+        result = stream.control.wait_for_result(request.request_id, options.timeout_s)
+        if result.get("status") != "committed":
+            raise RuntimeError(f"the rescale failed: {result.get('error')}")
+        rescaled = _batch_of(metrics, request.request_id, options.timeout_s, alive)
+        wait_for_batches(checkpoint, rescaled - 1, 1, options.timeout_s, alive)
+        step("esp: rescaled")
+        after = last_commit(checkpoint)
+        produce(bootstrap, topic, _chunk(keys, options.chunk_lines, 2))
+        wait_for_batches(checkpoint, after, 1, options.timeout_s, alive)
+        wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, alive)
+        commits = commit_times(checkpoint)
+        trigger = _trigger_start(stream.query, rescaled)
+        normal = min(b for b in commits if b > rescaled)
+    finally:
+        stream.stop()
+    correctness = check_results(spark, stream.spec.results_table, bootstrap, topic)
+    step("esp: checked")
+    moved, total = result.get("keys_moved", 0), result.get("keys_total") or keys
+    return {
+        "topic": topic,
+        "batch_id": rescaled,
+        "pause_s": commits[rescaled] - trigger if trigger else None,
+        "commit_gap_s": commits[rescaled] - commits[rescaled - 1],
+        "batch_ms": metrics[rescaled].batch_ms,
+        "migration_ms": result.get("total_ms"),
+        "phase_ms": result.get("phase_ms"),
+        "normal_batch_ms": metrics[normal].batch_ms if normal in metrics else None,
+        "normal_batch_s": commits[normal] - (_trigger_start(stream.query, normal) or commits[normal]),
+        "keys_total": total,
+        "keys_moved": moved,
+        "bytes_moved": result.get("bytes_moved"),
+        "moved_fraction": moved / total if total else None,
+        "ideal_fraction": result.get("ideal_fraction"),
+        "channels": [result.get("channels_before"), result.get("channels_after")],
+        "correctness": correctness.to_dict(),
+    }
+
+
+# -- native ---------------------------------------------------------------------------------
+
+
+def _state_rows(spark: SparkSession, checkpoint: str, batch_id: int) -> int | None:
+    """Rows in the aggregation's state as of `batch_id` (Spark's state data source)."""
+    try:
+        return spark.read.format("statestore").option("batchId", batch_id).load(checkpoint).count()
+    except Exception:  # the reader is optional evidence; the pause does not depend on it
+        return None
+
+
+def run_native(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOptions, step: Step) -> dict[str, Any]:
+    """Warm the native word count to `keys` keys, stop → repartition → restart, check."""
+    topic = new_topic(bootstrap, f"bench-native-{keys}", options.topic_partitions)
+    produce(bootstrap, topic, covering_lines(keys, options.words_per_line))
+    spec = NativeSpec(
+        name=f"bench-native-{keys}", input_topic=topic, bootstrap_servers=bootstrap,
+        root=str(Path(options.workdir) / topic), partitions=options.from_channels, trigger_seconds=options.trigger_seconds,
+    )
+    native = NativeWordCount(spark, spec)
+    native.start()
+    alive = lambda: native.query is not None and native.query.isActive  # noqa: E731
+    try:
+        _warm(spec.checkpoint, bootstrap, topic, keys, options, alive, step)
+        before = last_committed_batch(spec.checkpoint)
+        started = time.time()
+        stop_attempts = native.stop_between_batches(options.timeout_s)
+        stopped = time.time()
+        last_old = last_committed_batch(spec.checkpoint)
+        produce(bootstrap, topic, _chunk(keys, options.chunk_lines, 1))
+        produced = time.time()
+        native.repartition_state(options.to_channels)
+        repartitioned = time.time()
+        repartition_batch = last_committed_batch(spec.checkpoint)
+        native.start()
+        restarted = time.time()
+        wait_for_batches(spec.checkpoint, repartition_batch, 1, options.timeout_s, alive)
+        commits = commit_times(spec.checkpoint)
+        first = min(b for b in commits if b > repartition_batch)
+        step("native: rescaled")
+        produce(bootstrap, topic, _chunk(keys, options.chunk_lines, 2))
+        wait_for_batches(spec.checkpoint, first, 1, options.timeout_s, alive)
+        wait_caught_up(spec.checkpoint, bootstrap, topic, options.timeout_s, alive)
+        commits = commit_times(spec.checkpoint)
+        normal = min(b for b in commits if b > first)
+        normal_trigger = _trigger_start(native.query, normal)
+    finally:
+        native.stop()
+    correctness = check_results(spark, spec.results_table, bootstrap, topic)
+    rows_before = _state_rows(spark, spec.checkpoint, last_old)
+    rows_after = _state_rows(spark, spec.checkpoint, repartition_batch)
+    step("native: checked")
+    return {
+        "topic": topic,
+        "batch_id": first,
+        "pause_s": (commits[first] - started) - (produced - stopped),
+        "commit_gap_s": commits[first] - commits[last_old] - (produced - stopped),
+        "stop_s": stopped - started,
+        "stop_attempts": stop_attempts,
+        "repartition_s": repartitioned - produced,
+        "restart_s": restarted - repartitioned,
+        "first_batch_s": commits[first] - restarted,
+        "normal_batch_s": commits[normal] - normal_trigger if normal_trigger else None,
+        "batches_before": before,
+        "repartition_batch": repartition_batch,
+        "state_rows_before": rows_before,
+        "state_rows_rewritten": rows_after,
+        # Hash-mod repartitioning writes every partition anew: all state is rewritten.
+        "rewritten_fraction": (rows_after / rows_before) if rows_before and rows_after is not None else 1.0,
+        "partitions": [options.from_channels, options.to_channels],
+        "correctness": correctness.to_dict(),
+    }
+
+
+def run_rescale_benchmark(
+    spark: SparkSession, bootstrap: str, options: RescaleOptions, step: Step = lambda _: None
+) -> dict[str, Any]:
+    """Both systems at every size, one after the other on one Spark session; the results."""
+    sizes = []
+    for keys in options.keys:
+        size = SizeResult(keys)
+        size.esp = run_esp(spark, bootstrap, keys, options, lambda s, k=keys: step(f"{k:,} keys — {s}"))
+        size.native = run_native(spark, bootstrap, keys, options, lambda s, k=keys: step(f"{k:,} keys — {s}"))
+        sizes.append(size)
+    return {
+        "benchmark": "rescale",
+        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.__dict__.items()},
+        "machine": machine(),
+        "sizes": [s.summary() for s in sizes],
+        "details": [{"keys": s.keys, "esp": s.esp, "native": s.native} for s in sizes],
+    }
+
+
+STEPS_PER_SIZE = 8
+"""`step` calls per size, for progress bars: esp and native each report 2 warm-up steps, the
+rescale and the check."""

@@ -1,0 +1,153 @@
+"""The throughput benchmark: the elastic word count against Spark's native stateful word count
+on one pre-loaded topic, same partitions, same Spark session, several repetitions.
+
+The topic is filled once (`pipelines.load.preload`, seeded: the exact counts are known). Each
+repetition runs both systems from an empty checkpoint over the whole topic (the order
+alternates between repetitions, so neither always gets the warmer JVM), and measures:
+
+- **records/s (wall)**: records / (last batch committed − query started): what a user waits
+  for, start-up included;
+- **records/s (busy)**: records / Σ batch trigger durations from the query's progress (the
+  processing rate without start-up and idle triggers).
+
+The elastic stream's channels equal the topic's partitions and the native query's state
+partitions (`spark.sql.shuffle.partitions`), and both read at most `max_offsets_per_trigger`
+records a batch. The first repetition of each system is checked against the batch oracle.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pyspark.sql import SparkSession
+
+from pipelines.bench.common import check_results, commit_times, machine, new_topic, wait_caught_up
+from pipelines.native import NativeSpec, NativeWordCount
+
+Step = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ThroughputOptions:
+    """How the throughput benchmark runs; every option has a default."""
+
+    records: int = 2_000_000
+    """Lines pre-loaded into the topic."""
+    partitions: int = 4
+    """Topic partitions = elastic channels = native state partitions."""
+    repetitions: int = 3
+    """Runs of each system over the whole topic."""
+    max_offsets_per_trigger: int = 500_000
+    """Records per micro-batch at most (both systems)."""
+    trigger_seconds: float = 0.5
+    """Micro-batch trigger interval (both systems)."""
+    vocabulary: int = 10_000
+    """Distinct words of the load."""
+    words_per_line: int = 8
+    """Words per line."""
+    producer_processes: int = 2
+    """Processes of the pre-load."""
+    check: bool = True
+    """Check the first repetition of each system against the batch oracle."""
+    timeout_s: float = 1800.0
+    """Upper bound for one run to catch up."""
+    workdir: str = ".esp/bench/throughput"
+    """Folder for checkpoints, state and results."""
+
+
+def preload_topic(bootstrap: str, options: ThroughputOptions, on_progress: Callable[[int, int], None] | None = None) -> str:
+    """A fresh topic holding `options.records` seeded word lines."""
+    from pipelines.load import LoadSpec, preload
+
+    topic = new_topic(bootstrap, "bench-throughput", options.partitions)
+    spec = LoadSpec(
+        topic=topic, vocabulary=options.vocabulary, words_per_line=options.words_per_line, processes=options.producer_processes
+    )
+    report = preload(spec, bootstrap, options.records, None if on_progress is None else lambda p: on_progress(p.sent, p.target_total))
+    if report.summary().get("errors"):
+        raise RuntimeError(f"the pre-load had errors: {report.summary()}")
+    return topic
+
+
+def _busy_rate(query, records: int) -> float | None:
+    busy_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress if p["numInputRows"] > 0)
+    return records / (busy_ms / 1000) if busy_ms else None
+
+
+def _run(system: str, spark: SparkSession, bootstrap: str, topic: str, options: ThroughputOptions, rep: int, check: bool) -> dict[str, Any]:
+    from pipelines.streams.runner import ElasticStream
+    from pipelines.streams.spec import StreamSpec
+
+    root = Path(options.workdir) / f"{system}-{rep}-{topic}"
+    started = time.time()
+    if system == "esp":
+        spec = StreamSpec(
+            name=f"bench-tp-{rep}", input_topic=topic, bootstrap_servers=bootstrap, root=str(root), channels=options.partitions,
+            trigger_seconds=options.trigger_seconds, max_offsets_per_trigger=options.max_offsets_per_trigger,
+        )
+        runner: Any = ElasticStream(spark, spec)
+        runner.start()
+        checkpoint, results_table = runner.spec.checkpoint, runner.spec.results_table
+    else:
+        spec = NativeSpec(
+            name=f"bench-native-tp-{rep}", input_topic=topic, bootstrap_servers=bootstrap, root=str(root),
+            partitions=options.partitions, trigger_seconds=options.trigger_seconds,
+            max_offsets_per_trigger=options.max_offsets_per_trigger,
+        )
+        runner = NativeWordCount(spark, spec)
+        runner.start()
+        checkpoint, results_table = spec.checkpoint, spec.results_table
+    try:
+        wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, lambda: runner.query is not None and runner.query.isActive)
+        finished = max(commit_times(checkpoint).values())
+        busy = _busy_rate(runner.query, options.records)
+        batches = len(commit_times(checkpoint))
+    finally:
+        runner.stop()
+    out = {
+        "system": system,
+        "repetition": rep,
+        "wall_s": finished - started,
+        "records_per_s": options.records / (finished - started),
+        "busy_records_per_s": busy,
+        "batches": batches,
+    }
+    if check:
+        out["correctness"] = check_results(spark, results_table, bootstrap, topic).to_dict()
+    return out
+
+
+def run_throughput_benchmark(
+    spark: SparkSession, bootstrap: str, options: ThroughputOptions, topic: str, step: Step = lambda _: None
+) -> dict[str, Any]:
+    """Every repetition of both systems over `topic` (pre-loaded); runs and medians."""
+    spark.conf.set("spark.sql.shuffle.partitions", str(options.partitions))
+    runs = []
+    for rep in range(options.repetitions):
+        order = ("esp", "native") if rep % 2 == 0 else ("native", "esp")
+        for system in order:
+            runs.append(_run(system, spark, bootstrap, topic, options, rep, options.check and rep == 0))
+            step(f"repetition {rep + 1}: {system} done")
+    elastic = [r["records_per_s"] for r in runs if r["system"] == "esp"]
+    native = [r["records_per_s"] for r in runs if r["system"] == "native"]
+    elastic_busy = [r["busy_records_per_s"] or 0 for r in runs if r["system"] == "esp"]
+    native_busy = [r["busy_records_per_s"] or 0 for r in runs if r["system"] == "native"]
+    correct = all(r["correctness"]["ok"] for r in runs if "correctness" in r)
+    return {
+        "benchmark": "throughput",
+        "options": dict(options.__dict__),
+        "machine": machine(),
+        "topic": topic,
+        "elastic_records_per_s": statistics.median(elastic),
+        "native_records_per_s": statistics.median(native),
+        "ratio": statistics.median(elastic) / statistics.median(native),
+        "elastic_busy_records_per_s": statistics.median(elastic_busy),
+        "native_busy_records_per_s": statistics.median(native_busy),
+        "busy_ratio": statistics.median(elastic_busy) / statistics.median(native_busy) if statistics.median(native_busy) else None,
+        "correct": correct,
+        "runs": runs,
+    }
