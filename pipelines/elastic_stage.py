@@ -46,6 +46,7 @@ OUTPUT_SCHEMA = T.StructType(
         T.StructField("keys_in", T.LongType(), True),
         T.StructField("proc_ms", T.DoubleType(), True),
         T.StructField("state_keys", T.LongType(), True),
+        T.StructField("state_bytes", T.LongType(), True),
     ]
 )
 _INPUT_COLUMNS = ("key", "key_hash", "n", "probe_sent_ms", "channel")
@@ -82,6 +83,35 @@ def deltas_schema() -> T.StructType:
 def with_key_hash(deltas: DataFrame) -> DataFrame:
     """Add Spark's xxhash64 of the key: the same hash elasticity.hashing computes in Python."""
     return deltas.withColumn("key_hash", F.xxhash64("key"))
+
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl32((k1 * 0xCC9E2D51) & _MASK32, 15) * 0x1B873593) & _MASK32
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl32(h1 ^ k1, 13) * 5 + 0xE6546B64) & _MASK32
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's `hash(<bigint>)`: Murmur3_x86_32.hashLong(value, 42), as a signed int32."""
+    unsigned = value & 0xFFFFFFFFFFFFFFFF
+    h1 = _mix_h1(seed & _MASK32, _mix_k1(unsigned & _MASK32))
+    h1 = _mix_h1(h1, _mix_k1(unsigned >> 32))
+    h1 ^= 8  # fmix(h1, length = 8 bytes)
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _MASK32
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _MASK32
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
 
 
 def placement_labels(n_partitions: int) -> list[int]:
@@ -235,7 +265,7 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             store.snapshot(keep_snapshots=2)
         finished_ms = time.time() * 1000
         yield _result_batch(keys, totals, channel)
-        yield _stat_batch(channel, sum(rows["n"][i] for i in data), len(keys), (time.perf_counter() - started) * 1000, len(store))
+        yield _stat_batch(channel, sum(rows["n"][i] for i in data), len(keys), (time.perf_counter() - started) * 1000, store)
         yield _probe_batch(channel, [finished_ms - sent for sent in probes])
 
     return apply
@@ -257,10 +287,19 @@ def _result_batch(keys: list[str], totals: list[int], channel: int) -> pa.Record
     return _batch({"kind": ["result"] * len(keys), "key": keys, "value": totals, "channel": [channel] * len(keys)})
 
 
-def _stat_batch(channel: int, records: int, keys_in: int, proc_ms: float, state_keys: int) -> pa.RecordBatch:
+def _stat_batch(channel: int, records: int, keys_in: int, proc_ms: float, store: StateStore) -> pa.RecordBatch:
     return _batch(
-        {"kind": ["stat"], "channel": [channel], "records": [records], "keys_in": [keys_in], "proc_ms": [proc_ms], "state_keys": [state_keys]}
+        {"kind": ["stat"], "channel": [channel], "records": [records], "keys_in": [keys_in], "proc_ms": [proc_ms],
+         "state_keys": [len(store)], "state_bytes": [state_bytes(store)]}
     )
+
+
+def state_bytes(store: StateStore) -> int | None:
+    """RocksDB's own estimate (SST files + memtables); None for stores that do not know."""
+    db = getattr(store, "db", None)
+    if db is None:
+        return None
+    return sum(db.property_int_value(p) or 0 for p in ("rocksdb.total-sst-files-size", "rocksdb.cur-size-all-mem-tables"))
 
 
 def _probe_batch(channel: int, latencies: list[float]) -> pa.RecordBatch:

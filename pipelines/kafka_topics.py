@@ -97,3 +97,17 @@ def require_topics(bootstrap_servers: str, names: list[str]) -> dict[str, int]:
             f"unknown Kafka topic(s) {', '.join(missing)} at {bootstrap_servers}; create them with `esp topics create`"
         )
     return {n: existing[n] for n in names}
+
+
+def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
+    """The broker's end offset of every partition of a topic (UnknownTopicError if none)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            raise UnknownTopicError(f"unknown Kafka topic {topic} at {bootstrap_servers}")
+        return {tp.partition: offset for tp, offset in consumer.end_offsets(partitions).items()}
+    finally:
+        consumer.close()

@@ -22,6 +22,7 @@ class ChannelMetrics:
     keys_in: int = 0
     proc_ms: float = 0.0
     state_keys: int = 0
+    state_bytes: int | None = None
     probe_latency_ms: list[float] = field(default_factory=list)
 
 

@@ -286,7 +286,8 @@ class ElasticStream:
         for row in side_rows:
             entry = per_channel[row.channel]
             if row.kind == "stat":
-                entry.records, entry.keys_in, entry.proc_ms, entry.state_keys = row.records, row.keys_in, row.proc_ms, row.state_keys
+                entry.records, entry.keys_in, entry.proc_ms = row.records, row.keys_in, row.proc_ms
+                entry.state_keys, entry.state_bytes = row.state_keys, row.state_bytes
             elif row.kind == "probe":
                 entry.probe_latency_ms.append(row.latency_ms)
         elapsed = time.perf_counter() - context.started

@@ -13,6 +13,7 @@ from typing import Callable
 
 from pyspark.sql import SparkSession
 
+from pipelines.kafka_topics import end_offsets
 from pipelines.probes import latency_percentiles
 from pipelines.streams.metrics import BatchMetrics, consumed_offsets, kafka_lag
 from pipelines.streams.probe_emitter import ProbeEmitter
@@ -33,6 +34,8 @@ class Observation:
     latency_ms: dict[str, float]
     batches_done: int
     rejected_records: int
+    state_keys: int = 0
+    state_bytes: int = 0
 
     def as_metadata(self) -> dict[str, float | int]:
         return {
@@ -46,6 +49,8 @@ class Observation:
             "probe_latency_p99_ms": round(self.latency_ms["p99"], 1),
             "batches_done": self.batches_done,
             "rejected_records": self.rejected_records,
+            "state_keys": self.state_keys,
+            "state_bytes": self.state_bytes,
         }
 
 
@@ -95,17 +100,12 @@ class StreamService:
             latency_ms=latency_percentiles([lat for m in recent for lat in m.probe_latencies]),
             batches_done=len(self._recent),
             rejected_records=sum(m.rejected_records for m in recent),
+            state_keys=sum(c.state_keys for c in last.per_channel) if last else 0,
+            state_bytes=sum(c.state_bytes or 0 for c in last.per_channel) if last else 0,
         )
 
     def _lag(self, progress: dict | None) -> int:
-        from kafka import KafkaConsumer, TopicPartition
-
-        consumer = KafkaConsumer(bootstrap_servers=self.spec.bootstrap_servers)
-        try:
-            partitions = [TopicPartition(self.spec.input_topic, p) for p in consumer.partitions_for_topic(self.spec.input_topic) or []]
-            ends = {tp.partition: off for tp, off in consumer.end_offsets(partitions).items()}
-        finally:
-            consumer.close()
+        ends = end_offsets(self.spec.bootstrap_servers, self.spec.input_topic)
         return sum(kafka_lag(ends, consumed_offsets(progress, self.spec.input_topic)).values())
 
     def run(self, observe_every_s: float, on_observation: Callable[[Observation], None], max_runtime_s: float | None = None) -> None:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.kafka_topics import end_offsets
+
 
 def produce(bootstrap: str, topic: str, values: list[bytes | str], key: bytes | None = None) -> None:
     from kafka import KafkaProducer
@@ -19,17 +21,6 @@ def produce(bootstrap: str, topic: str, values: list[bytes | str], key: bytes | 
         producer.send(topic, key=key, value=value.encode() if isinstance(value, str) else value)
     producer.flush()
     producer.close()
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
-        return {tp.partition: o for tp, o in consumer.end_offsets(partitions).items()}
-    finally:
-        consumer.close()
 
 
 def wait_for_checkpoint(checkpoint: str, topic: str, bootstrap: str, timeout_s: float = 180, process=None) -> None:

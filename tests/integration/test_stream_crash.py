@@ -1,9 +1,11 @@
-"""A stream SIGKILLed mid-batch, twice, and restarted loses and doubles nothing."""
+"""A stream SIGKILLed mid-batch, twice, and restarted loses and doubles nothing (both pipelines)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+from collections import Counter
 
 import pytest
 
@@ -11,9 +13,47 @@ from tests.integration.streams import committed_batches, config_for, kill_group,
 
 pytestmark = pytest.mark.integration
 
+WINDOW_S = 10
+
 
 def _lines(count: int, offset: int = 0) -> list[str]:
     return [" ".join(f"k{(i * 13 + j * 7) % 499}" for j in range(1 + i % 6)) for i in range(offset, offset + count)]
+
+
+def _events(count: int, offset: int = 0) -> list[str]:
+    base = int(time.time() * 1000) - 120_000
+    return [json.dumps({"event_id": f"e{i}", "user_id": f"u{i % 7}", "page_id": "p", "ad_id": f"a{i % 40}",
+                        "campaign_id": f"c{i % 9}", "ad_type": "banner", "event_type": ("view", "click")[i % 4 == 0],
+                        "event_time": base + (i % 3000) * 40}) for i in range(offset, offset + count)]
+
+
+def _wordcount_check(spark, bootstrap, topic, root) -> dict:
+    from pipelines import kafka_io
+    from pipelines.jobs.wordcount import batch_oracle
+    from pipelines.streams.results import latest_word_counts
+
+    counts = latest_word_counts(spark, str(root / "tables" / "results"))
+    assert not any(word.startswith("__probe") for word in counts)
+    return {"streamed": counts, "oracle": batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))}
+
+
+def _adclicks_check(spark, bootstrap, topic, root) -> dict:
+    from pipelines import kafka_io
+    from pipelines.jobs.adclicks import batch_oracle
+    from pipelines.streams.results import latest_rows
+
+    rows = latest_rows(spark, str(root / "tables" / "results"), ["campaign_id", "window_start"]).collect()
+    counted = Counter({(r.campaign_id, int(r.window_start.timestamp() * 1000)): r["count"] for r in rows})
+    if (root / "tables" / "late").exists():
+        for r in spark.read.parquet(str(root / "tables" / "late")).collect():
+            counted[(r.campaign_id, r.window_start_ms)] += r.n
+    return {"streamed": dict(counted), "oracle": batch_oracle(kafka_io.read_batch(spark, bootstrap, topic), WINDOW_S)}
+
+
+JOBS = {
+    "wordcount": (_lines, _wordcount_check, 12_000, 800),
+    "adclicks": (_events, _adclicks_check, 8_000, 700),
+}
 
 
 def _wait_for_batches(checkpoint: str, at_least: int, process, timeout_s: float = 180) -> None:
@@ -24,19 +64,19 @@ def _wait_for_batches(checkpoint: str, at_least: int, process, timeout_s: float 
         time.sleep(0.2)
 
 
-def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(spark, bootstrap, topic_factory, tmp_path):
-    from pipelines import kafka_io
-    from pipelines.jobs.wordcount import batch_oracle
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, bootstrap, topic_factory, tmp_path):
     from pipelines.streams.metrics import read_recent
-    from pipelines.streams.results import latest_word_counts
 
-    topic = topic_factory("crash", partitions=4)
-    produce(bootstrap, topic, _lines(12_000))
+    make_records, check, initial, per_batch = JOBS[job]
+    topic = topic_factory(f"crash-{job}", partitions=4)
+    produce(bootstrap, topic, make_records(initial))
     config = config_for(tmp_path, bootstrap)
     root = tmp_path / "stream"
     checkpoint = str(root / "checkpoint")
-    args = ["--name", "crash", "--topic", topic, "--root", str(root), "--channels", "3", "--trigger", "0.1",
-            "--max-offsets", "800", "--observe-every", "1"]
+    name = f"crash-{job}"
+    args = ["--name", name, "--job", job, "--topic", topic, "--root", str(root), "--channels", "3", "--trigger", "0.1",
+            "--max-offsets", str(per_batch), "--observe-every", "1"]
     log = tmp_path / "stream.log"
 
     for round_ in range(2):
@@ -44,7 +84,7 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(spark, bootstrap,
         _wait_for_batches(checkpoint, committed_batches(checkpoint) + 2, process)
         time.sleep(0.3 + 0.2 * round_)  # land inside a running batch, not at its boundary
         kill_group(process, signal.SIGKILL)
-        produce(bootstrap, topic, _lines(1_000, offset=20_000 * (round_ + 1)))
+        produce(bootstrap, topic, make_records(1_000, offset=20_000 * (round_ + 1)))
 
     process = start_stream(config, log, *args)
     try:
@@ -53,11 +93,8 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(spark, bootstrap,
     finally:
         kill_group(process, signal.SIGTERM)
 
-    expected = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
-    counts = latest_word_counts(spark, str(root / "tables" / "results"))
-    assert counts == expected, log.read_text()[-3000:]
-    assert not any(word.startswith("__probe") for word in counts)
-
-    metrics = read_recent(bootstrap, "crash.metrics", limit=30)
+    outcome = check(spark, bootstrap, topic, root)
+    assert outcome["streamed"] == outcome["oracle"], log.read_text()[-3000:]
+    metrics = read_recent(bootstrap, f"{name}.metrics", limit=30)
     probed = {c.channel for m in metrics for c in m.per_channel if c.probe_latency_ms}
     assert probed == {0, 1, 2}

@@ -4,39 +4,12 @@ go to the dead-letter topic with their reason while the stream keeps running."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
+from tests.integration.streams import produce, wait_for_checkpoint
+
 pytestmark = pytest.mark.integration
-
-
-def produce_lines(bootstrap: str, topic: str, lines: list[str], key: bytes | None = None) -> None:
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10, max_request_size=4 * 1024 * 1024)
-    for line in lines:  # str or raw bytes
-        producer.send(topic, key=key, value=line.encode() if isinstance(line, str) else line)
-    producer.flush()
-    producer.close()
-
-
-def wait_until_consumed(stream, bootstrap: str, topic: str, timeout_s: float = 120) -> None:
-    from kafka import KafkaConsumer, TopicPartition
-
-    from pipelines.streams.metrics import consumed_offsets
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
-    ends = {tp.partition: o for tp, o in consumer.end_offsets(partitions).items()}
-    consumer.close()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        stream.query.processAllAvailable()
-        if consumed_offsets(stream.query.lastProgress, topic) == ends:
-            return
-        time.sleep(0.5)
-    raise AssertionError("the stream did not consume the topic in time")
 
 
 def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_factory, tmp_path):
@@ -49,14 +22,14 @@ def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_fact
     topic = topic_factory("words", partitions=4)
     lines = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(i % 5 + 1)) for i in range(3000)]
     malformed = [b"", b"   \t ", b"\xc3\x28 broken utf8", b"w1 " * 400_000]
-    produce_lines(bootstrap, topic, lines + malformed)
+    produce(bootstrap, topic, lines + malformed)
     spec = StreamSpec(name="wc", input_topic=topic, bootstrap_servers=bootstrap, root=str(tmp_path / "wc"), channels=3, trigger_seconds=0.5)
     stream = ElasticStream(spark, spec)
     stream.start()
     try:
-        wait_until_consumed(stream, bootstrap, topic)
-        produce_lines(bootstrap, topic, lines[:500])
-        wait_until_consumed(stream, bootstrap, topic)
+        wait_for_checkpoint(spec.checkpoint, topic, bootstrap)
+        produce(bootstrap, topic, lines[:500])
+        wait_for_checkpoint(spec.checkpoint, topic, bootstrap)
     finally:
         stream.stop()
 
