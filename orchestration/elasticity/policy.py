@@ -70,10 +70,12 @@ class ElasticityPolicy(BaseModel):
             underload=UnderloadOptions(reaction_time=4, reaction_factor=0.6, low_watermark=0.6),
             congestion=CongestionOptions(
                 window=3,
-                # Lag is a sawtooth of about one batch of input; only growth beyond a few
-                # seconds of input per period is a trend.
+                # Lag is a sawtooth of about one batch of input, and a batch costs seconds of fixed
+                # work even when idle: only growth beyond a few seconds of input per period is a
+                # trend, and only a lag of two SLOs is congestion by itself (the SLO itself is
+                # watched per channel by the probes).
                 growth_tolerance_s=max(2.0, self.slo_s / 4),
-                max_lag_s=self.slo_s,
+                max_lag_s=2 * self.slo_s,
                 threshold=0.6,
             ),
             controller=ControllerOptions(
