@@ -10,11 +10,30 @@ should load fast.
 """
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
+
+
+def import_gx() -> Any:
+    """Import great_expectations safely in any process.
+
+    GX imports `pyspark.sql.connect`, whose `check_dependencies` takes a process whose
+    `__main__` has neither `__spec__` nor `__file__` for a doctest run and calls `sys.exit(0)`
+    when Spark Connect's extras (google.rpc) are missing. Dagster's step subprocesses look
+    exactly like that, so the step would vanish with exit code 0. Giving `__main__` a file name
+    (for the rest of this step process: GX imports Connect modules lazily) avoids it.
+    """
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__spec__", None) is None and not hasattr(main, "__file__"):
+        main.__file__ = "<esp step process>"
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations
+
+    return great_expectations
 
 
 @dataclass
@@ -104,7 +123,7 @@ class GreatExpectationsResource(ConfigurableResource):
     def setup_for_execution(self, context: InitResourceContext) -> None:
         # GX reads the flag when it is imported and when a context is built: set it before both.
         os.environ["GX_ANALYTICS_ENABLED"] = "false"
-        import great_expectations as gx
+        gx = import_gx()
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
         self._context = gx.get_context(mode="ephemeral")
@@ -121,7 +140,7 @@ class GreatExpectationsResource(ConfigurableResource):
         self, frame: Any, suite_name: str, expectations: list[Any], index_columns: list[str]
     ) -> SuiteOutcome:
         """Validate a Spark or pandas DataFrame; offending rows are named by `index_columns`."""
-        import great_expectations as gx
+        gx = import_gx()
 
         batch_definition = self._batch_definition(frame, suite_name)
         suite = gx.ExpectationSuite(name=suite_name)

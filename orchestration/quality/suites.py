@@ -14,6 +14,7 @@ from typing import Any, Optional
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from orchestration.quality.gx_validation import import_gx
 from pipelines.batch.pipelines import BatchPipeline
 
 WINDOW_OFFSET = "window_offset_ms"
@@ -40,7 +41,7 @@ def with_window_checks(frame: DataFrame, pipeline: BatchPipeline, window_seconds
 
 
 def results_expectations(pipeline: BatchPipeline, window_seconds: int) -> list[Any]:
-    import great_expectations.expectations as gxe
+    gxe = import_gx().expectations
 
     keys = list(pipeline.key_columns)
     expectations: list[Any] = [gxe.ExpectColumnValuesToNotBeNull(column=c) for c in [*keys, "count", "batch_id"]]
@@ -56,7 +57,7 @@ def results_expectations(pipeline: BatchPipeline, window_seconds: int) -> list[A
 
 
 def dead_letter_expectations(max_records: int) -> list[Any]:
-    import great_expectations.expectations as gxe
+    gxe = import_gx().expectations
 
     return [
         gxe.ExpectTableRowCountToBeBetween(min_value=0, max_value=max_records),
@@ -65,7 +66,7 @@ def dead_letter_expectations(max_records: int) -> list[Any]:
 
 
 def state_expectations(baseline_keys: Optional[int], baseline_total: Optional[int]) -> list[Any]:
-    import great_expectations.expectations as gxe
+    gxe = import_gx().expectations
 
     expectations: list[Any] = [
         gxe.ExpectColumnPairValuesToBeEqual(column_A="channel", column_B="routed_channel"),
