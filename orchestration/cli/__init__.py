@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from orchestration.cli.backfill import backfill_command
 from orchestration.cli.bench import bench_app
 from orchestration.cli.infra import infra_app, topics_app, ui_command
 from orchestration.cli.load import load_app
@@ -21,5 +22,6 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(stream_app, name="stream")
 app.add_typer(load_app, name="load")
 app.command("ui")(ui_command)
+app.command("backfill")(backfill_command)
 
 __all__ = ["app"]
