@@ -136,7 +136,8 @@ def _fmt(value: Any, spec: str) -> str:
 
 def pause_table(results: dict[str, Any]) -> Table:
     table = Table(title=f"esp bench rescale ({_channels(results)})")
-    for column in ("keys", "esp pause s", "native pause s", "ratio", "esp moved", "ideal", "moved/ideal", "native rewritten", "correct"):
+    for column in ("keys", "esp pause s", "native pause s", "ratio", "esp migration s", "native repartition s",
+                   "esp moved", "ideal", "moved/ideal", "native rewritten", "correct"):
         table.add_column(column, justify="right")
     largest = max(s["keys"] for s in results["sizes"])
     for s in results["sizes"]:
@@ -147,6 +148,7 @@ def pause_table(results: dict[str, Any]) -> Table:
             ratio = f"[green]{ratio}[/]" if ratio_ok else f"[red]{ratio}[/]"
         table.add_row(
             f"{s['keys']:,}", _fmt(s["esp_pause_s"], ".2f"), _fmt(s["native_pause_s"], ".2f"), ratio,
+            _fmt(s.get("esp_migration_s"), ".3f"), _fmt(s.get("native_repartition_s"), ".2f"),
             _fmt(s["esp_moved_fraction"], ".4f"), _fmt(s["ideal_fraction"], ".4f"),
             f"[green]{s['moved_over_ideal']:.3f}[/]" if moved_ok else f"[red]{_fmt(s['moved_over_ideal'], '.3f')}[/]",
             _fmt(s["native_rewritten_fraction"], ".2f"),

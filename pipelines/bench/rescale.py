@@ -90,6 +90,8 @@ class SizeResult:
         esp_pause, native_pause = self.esp.get("pause_s"), self.native.get("pause_s")
         moved = self.esp.get("moved_fraction")
         ideal = self.esp.get("ideal_fraction")
+        esp_excess = _excess(esp_pause, self.esp.get("normal_batch_s"))
+        native_excess = _excess(native_pause, self.native.get("normal_batch_s"))
         return {
             "keys": self.keys,
             "esp_pause_s": esp_pause,
@@ -99,9 +101,18 @@ class SizeResult:
             "ideal_fraction": ideal,
             "moved_over_ideal": moved / ideal if moved is not None and ideal else None,
             "native_rewritten_fraction": self.native.get("rewritten_fraction"),
+            # The pause minus one normal batch of the same chunk: the delay the rescale itself adds.
+            "esp_excess_pause_s": esp_excess,
+            "native_excess_pause_s": native_excess,
+            "esp_migration_s": (self.esp.get("migration_ms") or 0) / 1000 or None,
+            "native_repartition_s": self.native.get("repartition_s"),
             "esp_correct": self.esp.get("correctness", {}).get("ok"),
             "native_correct": self.native.get("correctness", {}).get("ok"),
         }
+
+
+def _excess(pause: float | None, normal: float | None) -> float | None:
+    return None if pause is None or normal is None else max(0.0, pause - normal)
 
 
 def _trigger_start(query, batch_id: int) -> float | None:
