@@ -153,7 +153,7 @@ def _load(spec_kwargs: dict[str, Any], bootstrap: str, on_progress=None):
 
 
 def per_second_series(metrics, start_s: float, seconds: int, initial_channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """(channels, p99 probe latency in s) for each second after `start_s`.
+    """(channels in effect, p99 probe latency in s) for each second after `start_s`.
 
     A second's latencies are those of the probes that came back in it plus the ages of the
     probes still out at its end (reconstructed from their send times), so a long batch shows up
@@ -164,7 +164,9 @@ def per_second_series(metrics, start_s: float, seconds: int, initial_channels: i
     ]
     sent = np.array([p[0] for p in probes]) if probes else np.zeros(0)
     back = np.array([p[1] for p in probes]) if probes else np.zeros(0)
-    ends = np.array([m.wall_time for m in metrics])
+    # The layout a batch ran under was in effect from the batch's start (the rescale happens at
+    # the boundary before it), not from when its metrics arrived.
+    starts = np.array([m.wall_time - m.batch_ms / 1000.0 for m in metrics])
     counts = np.array([m.channels for m in metrics])
     channels = np.full(seconds, float(initial_channels))
     p99 = np.zeros(seconds)
@@ -174,7 +176,7 @@ def per_second_series(metrics, start_s: float, seconds: int, initial_channels: i
         out = hi - sent[(sent <= hi) & (back >= hi)]
         values = np.concatenate([done, out])
         p99[k] = float(np.percentile(values, 99)) if values.size else (p99[k - 1] if k else 0.0)
-        before = np.flatnonzero(ends < hi)
+        before = np.flatnonzero(starts < hi)
         if before.size:
             channels[k] = counts[before[-1]]
     return channels, p99
