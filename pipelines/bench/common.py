@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pipelines import kafka_io
 from pipelines.dead_letters import REJECT
 from pipelines.jobs.wordcount import parse_lines, word_deltas
-from pipelines.kafka_topics import TopicSpec, ensure_topics
+from pipelines.kafka_topics import TopicSpec, end_offsets, ensure_topics
 from pipelines.streams.metrics import checkpoint_offsets
 from pipelines.streams.results import latest_rows
 
@@ -108,17 +108,6 @@ class Trickle:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
-        return {tp.partition: o for tp, o in consumer.end_offsets(partitions).items()}
-    finally:
-        consumer.close()
 
 
 def commit_times(checkpoint: str) -> dict[int, float]:
