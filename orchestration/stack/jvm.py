@@ -49,6 +49,9 @@ def ensure_jars(layout: JvmLayout, force: bool = False) -> bool:
     if jars_present(layout) and not force:
         return False
     mvn = require_tool("mvn", "Apache Maven (e.g. `apt-get install maven`)")
+    for group in JAR_GROUPS:
+        # Maven only adds jars: a version the pom no longer names would stay on the classpath.
+        shutil.rmtree(layout.group_dir(group), ignore_errors=True)
     command = [
         mvn, "-q", "-B", "-s", str(layout.maven_settings), "-f", str(layout.pom),
         "package", f"-Djars.dir={layout.jars_dir}",
