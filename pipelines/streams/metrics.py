@@ -42,6 +42,9 @@ class BatchMetrics:
     lag_by_partition: dict[str, int] = field(default_factory=dict)
     per_channel: list[ChannelMetrics] = field(default_factory=list)
     rescale: dict[str, Any] | None = None
+    phase_ms: dict[str, float] = field(default_factory=dict)
+    """Wall time of the batch's parts: rescale, then dead_letters, archive, late and stage,
+    which run side by side (so they overlap)."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()

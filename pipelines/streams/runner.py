@@ -26,10 +26,11 @@ from elasticity.migration import Migrator
 from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
-from pipelines.dead_letters import REJECT, split_rejected, write_dead_letters
+from pipelines.dead_letters import split_rejected, write_dead_letters
 from pipelines.elastic_stage import StageSpec, placement_labels, run_stage, with_key_hash
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.probes import PROBE_KAFKA_KEY
+from pipelines.spark_threads import run_concurrently
 from pipelines.streams.control import ControlChannel
 from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
@@ -49,6 +50,7 @@ class _BatchContext:
     layout: Layout
     raw: DataFrame | None = None
     rescale: dict[str, Any] | None = None
+    phase_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -139,6 +141,7 @@ class ElasticStream:
             raise StopRequested(f"stream {self.spec.name} is stopping before batch {batch_id}")
         context = _BatchContext(batch_id, time.perf_counter(), self.registry.committed())
         context.rescale = self._apply_pending_rescale()
+        context.phase_ms["rescale"] = (time.perf_counter() - context.started) * 1000
         context.layout = self.registry.routing_layout()
         context.raw = raw = raw.persist()
         try:
@@ -151,19 +154,29 @@ class ElasticStream:
         parsed = self.logic.parse(raw).persist()
         try:
             good, rejected = split_rejected(parsed)
-            rejected_count = rejected.count()
-            if rejected_count:
-                write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, context.batch_id)
-            self._archive(good, context.batch_id)
             plan = self.logic.plan(good, context.batch_id)
-            late_count = self._write_late(plan.late, context.batch_id)
-            side = self._run_stage(plan.deltas, context)
+            outputs, phase_ms = run_concurrently(
+                {
+                    "dead_letters": lambda: self._dead_letters(rejected, context.batch_id),
+                    "archive": lambda: self._archive(good, context.batch_id),
+                    "late": lambda: self._write_late(plan.late, context.batch_id),
+                    "stage": lambda: self._run_stage(plan.deltas, context),
+                }
+            )
             plan.finish()
         finally:
             parsed.unpersist()
-        metrics = self._metrics(context, side, rejected_count)
-        metrics.late_records = late_count
+        metrics = self._metrics(context, outputs["stage"], outputs["dead_letters"])
+        metrics.late_records = outputs["late"]
+        metrics.phase_ms = {**context.phase_ms, **phase_ms}
         return metrics
+
+    def _dead_letters(self, rejected: DataFrame, batch_id: int) -> int:
+        """Publish the batch's rejected records to the dead-letter topic; how many there were."""
+        count = rejected.count()
+        if count:
+            write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, batch_id)
+        return count
 
     def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list:
         """Route the deltas and probes, update channel state, write results; the side rows."""
@@ -174,8 +187,14 @@ class ElasticStream:
             context.batch_id, self._previous_channels(layout),
         ).persist()
         try:
-            self._write_results(out.where(F.col("kind") == "result"), context.batch_id)
-            return out.where(F.col("kind") != "result").collect()
+            results = self._result_rows(out.where(F.col("kind") == "result"), context.batch_id)
+            # The Parquet write computes the stage (state is updated once, by this job); the
+            # Kafka copy and the side rows then read the cached output side by side.
+            results.write.mode("overwrite").parquet(f"{self.spec.results_table}/batch_id={context.batch_id}")
+            reads = {"side": lambda: out.where(F.col("kind") != "result").collect()}
+            if self.spec.results_to_kafka:
+                reads["kafka"] = lambda: self._publish_results(results)
+            return run_concurrently(reads)[0]["side"]
         finally:
             out.unpersist()
 
@@ -212,15 +231,15 @@ class ElasticStream:
             .parquet(self.spec.bronze_table)
         )
 
-    def _write_results(self, results: DataFrame, batch_id: int) -> None:
+    def _result_rows(self, results: DataFrame, batch_id: int) -> DataFrame:
         rows = results.select(F.col("key"), F.col("value").alias("count"), F.col("channel"), F.lit(batch_id).alias("batch_id"))
-        rows = self.logic.result_columns(rows)
-        rows.write.mode("overwrite").parquet(f"{self.spec.results_table}/batch_id={batch_id}")
-        if self.spec.results_to_kafka:
-            kafka_io.write_batch(
-                rows, self.spec.bootstrap_servers, self.spec.results_topic,
-                key=F.col(self.logic.result_key), value=F.to_json(F.struct(*[F.col(c) for c in rows.columns])),
-            )
+        return self.logic.result_columns(rows)
+
+    def _publish_results(self, rows: DataFrame) -> None:
+        kafka_io.write_batch(
+            rows, self.spec.bootstrap_servers, self.spec.results_topic,
+            key=F.col(self.logic.result_key), value=F.to_json(F.struct(*[F.col(c) for c in rows.columns])),
+        )
 
     # -- rescale at the batch boundary (the horizontal barrier) --------------------------------
 
