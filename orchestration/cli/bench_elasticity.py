@@ -16,6 +16,9 @@ its keyed stage I/O-bound at `--service-ms` per record, Spark with one task slot
    count, computed by `elasticity.control.benchmark.elasticity_figures` on the measured
    series; JSON + PNG (input rate, channels, p99 latency) + a rich table.
 
+It runs against the broker of the settings (`esp infra up` first); a broker that does not
+answer is a one-line error.
+
 The Dagster daemon is not in this loop (the e2e test covers it); here a rescale starts as soon
 as it is decided, where a Dagster run would first spend its launch time.
 """
@@ -40,7 +43,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from orchestration.cli.common import ConfigOption
+from orchestration.cli.common import ConfigOption, friendly_errors
 
 
 @dataclass
@@ -247,8 +250,9 @@ def elasticity_command(
     options = BenchOptions(trace, peak, speed, cycles, service_ms, slo, interval, max_channels, initial_channels,
                            static_seconds, static_target, max_offsets)
     console = Console()
-    settings = load_settings(config)
-    figures, run = run_benchmark(settings, options, console)
+    with friendly_errors():  # e.g. no broker at the configured address: one line, not a trace
+        settings = load_settings(config)
+        figures, run = run_benchmark(settings, options, console)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(figures, indent=2, default=str))
     png = png_path or json_path.with_suffix(".png")
