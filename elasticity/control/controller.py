@@ -247,7 +247,8 @@ class ScalingController:
         rule = "P1+P6" if jumped > 1 else "P1"
         return self._decision(
             now_s, "scale_out", channels, target, rule, signals,
-            f"congested (index {ev.congestion.index:.2f}, lag {ev.congestion.lag_s:.1f} s, "
+            f"congested (index {ev.congestion.index:.2f}, lag {ev.congestion.lag_s:.1f} s of input, "
+            f"{_seconds(ev.congestion.drain_s)} to drain, "
             f"{len(ev.overloaded_channels)} of {channels} channels overloaded) at {ev.input_rate_rps:,.0f} rec/s: "
             f"scale out {jumped} level(s) to {target} channels{forgot}",
         )
@@ -380,6 +381,8 @@ class ScalingController:
             "level": float(level),
             "congestion_index": round(ev.congestion.index, 4),
             "lag_s": round(ev.congestion.lag_s, 4),
+            # JSON has no infinity: a stage that processed nothing shows a day.
+            "drain_s": round(min(ev.congestion.drain_s, 86_400.0), 4),
             "input_rate_rps": ev.input_rate_rps,
             "throughput_rps": ev.total_throughput_rps,
             "overloaded_channels": float(len(ev.overloaded_channels)),
@@ -420,3 +423,7 @@ class ScalingController:
             time_s=now_s, action="none", from_channels=channels, to_channels=channels,
             rule=rule, signals=signals, reason=reason,
         )
+
+
+def _seconds(value: float) -> str:
+    return "never" if value == float("inf") else f"{value:.1f} s"

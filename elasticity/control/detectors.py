@@ -79,13 +79,19 @@ def underload_flags(
     return (share_light > options.reaction_factor) & (peaks >= options.min_peak_rps) & ~timed_out_recently
 
 
-def congestion_signal(lag_window: FloatArray, input_rate_rps: float, options: CongestionOptions) -> CongestionSignal:
+def congestion_signal(
+    lag_window: FloatArray, input_rate_rps: float, options: CongestionOptions, throughput_rps: float | None = None
+) -> CongestionSignal:
     """Gedik's congestion index from total Kafka lag over the window.
 
-    The index is the larger of (a) the share of periods in which lag grew by more than
-    `growth_tolerance_s` seconds of input and (b) a bound term that reaches `threshold` exactly
-    when the lag equals `max_lag_s` seconds of input. A lag that is draining does not count
-    under (b): the stage is already catching up, scaling again would overshoot.
+    The index is the largest of (a) the share of periods in which lag grew by more than
+    `growth_tolerance_s` seconds of input, (b) a bound term that reaches `threshold` exactly
+    when the lag equals `max_lag_s` seconds of input and (c), with `max_drain_s` set and the
+    stage's `throughput_rps` known, a drain term that reaches `threshold` when the lag would
+    take `max_drain_s` to drain. (a) and (b) scale with the input rate, so a rising input
+    hides a stage that has fallen behind; (c) compares the lag with what the stage actually
+    does. A lag that is draining does not count under (b) or (c): the stage is already
+    catching up, scaling again would overshoot.
     """
     rate = max(input_rate_rps, 1e-9)
     tolerance = options.growth_tolerance_s * rate
@@ -96,10 +102,23 @@ def congestion_signal(lag_window: FloatArray, input_rate_rps: float, options: Co
     first = float(lag_window[0])
     draining = first > 0 and lag_now <= first * (1.0 - options.drain_tolerance)
     bound_term = 0.0 if draining else min(1.0, options.threshold * lag_s / options.max_lag_s)
-    index = max(growth_share, bound_term)
+    drain_s = _drain_seconds(lag_now, throughput_rps)
+    drain_term = 0.0
+    if options.max_drain_s is not None and throughput_rps is not None and not draining and lag_now > tolerance:
+        drain_term = min(1.0, options.threshold * drain_s / options.max_drain_s)
+    index = max(growth_share, bound_term, drain_term)
     return CongestionSignal(
-        index=index, congested=index >= options.threshold, lag_s=lag_s, growth_share=growth_share, draining=draining
+        index=index, congested=index >= options.threshold, lag_s=lag_s, growth_share=growth_share, draining=draining,
+        drain_s=drain_s,
     )
+
+
+def _drain_seconds(lag_records: float, throughput_rps: float | None) -> float:
+    if lag_records <= 0:
+        return 0.0
+    if not throughput_rps or throughput_rps <= 0:
+        return float("inf")
+    return lag_records / throughput_rps
 
 
 def _push_row(window: np.ndarray, row: np.ndarray) -> np.ndarray:
@@ -227,12 +246,11 @@ def evaluate(
     underloaded = underload_flags(
         share_light, windows.periods_since_peak_reset, windows.peaks, timed_out_recently, options.underload
     )
-    congestion = congestion_signal(windows.lag, snapshot.input_rate_rps, options.congestion)
-
     # The median of the recent stage throughputs: one period hit by a rescale pause must not
     # make P5 believe that scaling up lost throughput.
     filled_up = max(1, min(seen, options.overload.reaction_time, options.congestion.window))
     recent_throughput = np.median(windows.throughput[-filled_up:].sum(axis=1))
+    congestion = congestion_signal(windows.lag, snapshot.input_rate_rps, options.congestion, float(recent_throughput))
     evaluation = Evaluation(
         time_s=snapshot.time_s,
         channels=snapshot.channels,

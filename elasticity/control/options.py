@@ -68,6 +68,13 @@ class CongestionOptions(_Options):
     max_lag_s: float = Field(
         3.0, gt=0, description="Lag above this many seconds of input is congestion even if it is flat (not if it drains)."
     )
+    max_drain_s: float | None = Field(
+        None,
+        gt=0,
+        description="Lag that would take longer than this many seconds to drain at the stage's recent throughput is "
+        "congestion (a record arriving now would wait that long); None: not judged. Lags within the growth tolerance "
+        "and draining lags never count.",
+    )
     threshold: float = Field(0.6, gt=0, le=1, description="Congested when the congestion index is at least this.")
     drain_tolerance: float = Field(
         0.1,

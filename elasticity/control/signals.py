@@ -103,6 +103,8 @@ class CongestionSignal:
     lag_s: float
     growth_share: float
     draining: bool
+    drain_s: float = 0.0
+    """Seconds the lag would take to drain at the recent throughput (inf when nothing was processed)."""
 
 
 @dataclass(frozen=True)

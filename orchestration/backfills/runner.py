@@ -89,6 +89,8 @@ def plan_backfill(
 def _no_data_message(pipeline: BatchPipeline, spec: StreamSpec, first: dt.date, last: dt.date) -> str:
     archived = bronze_days(spec.bronze_table)
     where = f"the bronze archive {spec.bronze_table}"
+    if not archived and not spec.archive_input:
+        return f"no data for {pipeline.name}: stream {spec.name} runs with archive_input off, so it keeps no bronze archive"
     if not archived:
         return f"no data for {pipeline.name} between {first} and {last}: {where} is empty (has the stream run?)"
     return (

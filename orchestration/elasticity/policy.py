@@ -76,6 +76,9 @@ class ElasticityPolicy(BaseModel):
                 # watched per channel by the probes).
                 growth_tolerance_s=max(2.0, self.slo_s / 4),
                 max_lag_s=2 * self.slo_s,
+                # A lag the stage needs longer than the SLO to work off breaks the SLO for every
+                # record behind it, whatever the input rate does meanwhile.
+                max_drain_s=self.slo_s,
                 threshold=0.6,
             ),
             controller=ControllerOptions(

@@ -13,6 +13,17 @@ alternates between repetitions, so neither always gets the warmer JVM), and meas
 The elastic stream's channels equal the topic's partitions and the native query's state
 partitions (`spark.sql.shuffle.partitions`), and both read at most `max_offsets_per_trigger`
 records a batch. The first repetition of each system is checked against the batch oracle.
+
+Three systems run, so that like is compared with like and the cost of the rest is shown too:
+
+- **esp**: the elastic word count with the native job's outputs (results to Parquet only; the
+  bronze archive and the Kafka copy of the results off). `ratio` is esp / native;
+- **native**: `groupBy().count()` with Spark's own state store, updated rows to Parquet;
+- **esp-full** (`full_pipeline`): the elastic word count as `esp stream run` deploys it, with
+  the bronze archive and the results topic; `full_ratio` is esp-full / native.
+
+Before the measured runs each system runs once over a small warm-up topic, unmeasured: the
+first query of a Spark session pays for JIT compilation and, for esp, the Python workers.
 """
 
 from __future__ import annotations
@@ -53,21 +64,29 @@ class ThroughputOptions:
     """Processes of the pre-load."""
     check: bool = True
     """Check the first repetition of each system against the batch oracle."""
+    full_pipeline: bool = True
+    """Also run esp-full: the elastic job with its bronze archive and results topic."""
+    warmup_records: int = 100_000
+    """Lines of the warm-up topic each system runs over once before measuring (0: no warm-up)."""
     timeout_s: float = 1800.0
     """Upper bound for one run to catch up."""
     workdir: str = ".esp/bench/throughput"
     """Folder for checkpoints, state and results."""
 
 
-def preload_topic(bootstrap: str, options: ThroughputOptions, on_progress: Callable[[int, int], None] | None = None) -> str:
-    """A fresh topic holding `options.records` seeded word lines."""
+def preload_topic(
+    bootstrap: str, options: ThroughputOptions, on_progress: Callable[[int, int], None] | None = None,
+    records: int | None = None, prefix: str = "bench-throughput",
+) -> str:
+    """A fresh topic holding `records` (default `options.records`) seeded word lines."""
     from pipelines.load import LoadSpec, preload
 
-    topic = new_topic(bootstrap, "bench-throughput", options.partitions)
+    topic = new_topic(bootstrap, prefix, options.partitions)
     spec = LoadSpec(
         topic=topic, vocabulary=options.vocabulary, words_per_line=options.words_per_line, processes=options.producer_processes
     )
-    report = preload(spec, bootstrap, options.records, None if on_progress is None else lambda p: on_progress(p.sent, p.target_total))
+    total = options.records if records is None else records
+    report = preload(spec, bootstrap, total, None if on_progress is None else lambda p: on_progress(p.sent, p.target_total))
     if report.summary().get("errors"):
         raise RuntimeError(f"the pre-load had errors: {report.summary()}")
     return topic
@@ -78,16 +97,22 @@ def _busy_rate(query, records: int) -> float | None:
     return records / (busy_ms / 1000) if busy_ms else None
 
 
-def _run(system: str, spark: SparkSession, bootstrap: str, topic: str, options: ThroughputOptions, rep: int, check: bool) -> dict[str, Any]:
+def _run(
+    system: str, spark: SparkSession, bootstrap: str, topic: str, options: ThroughputOptions, rep: int, check: bool,
+    records: int | None = None,
+) -> dict[str, Any]:
     from pipelines.streams.runner import ElasticStream
     from pipelines.streams.spec import StreamSpec
 
+    records = options.records if records is None else records
     root = Path(options.workdir) / f"{system}-{rep}-{topic}"
     started = time.time()
-    if system == "esp":
+    if system in ESP_SYSTEMS:
+        full = system == "esp-full"
         spec = StreamSpec(
-            name=f"bench-tp-{rep}", input_topic=topic, bootstrap_servers=bootstrap, root=str(root), channels=options.partitions,
-            trigger_seconds=options.trigger_seconds, max_offsets_per_trigger=options.max_offsets_per_trigger,
+            name=f"bench-tp-{system}-{rep}", input_topic=topic, bootstrap_servers=bootstrap, root=str(root),
+            channels=options.partitions, trigger_seconds=options.trigger_seconds,
+            max_offsets_per_trigger=options.max_offsets_per_trigger, archive_input=full, results_to_kafka=full,
         )
         runner: Any = ElasticStream(spark, spec)
         runner.start()
@@ -104,7 +129,7 @@ def _run(system: str, spark: SparkSession, bootstrap: str, topic: str, options: 
     try:
         wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, lambda: runner.query is not None and runner.query.isActive)
         finished = max(commit_times(checkpoint).values())
-        busy = _busy_rate(runner.query, options.records)
+        busy = _busy_rate(runner.query, records)
         batches = len(commit_times(checkpoint))
     finally:
         runner.stop()
@@ -112,7 +137,7 @@ def _run(system: str, spark: SparkSession, bootstrap: str, topic: str, options: 
         "system": system,
         "repetition": rep,
         "wall_s": finished - started,
-        "records_per_s": options.records / (finished - started),
+        "records_per_s": records / (finished - started),
         "busy_records_per_s": busy,
         "batches": batches,
     }
@@ -122,32 +147,55 @@ def _run(system: str, spark: SparkSession, bootstrap: str, topic: str, options: 
 
 
 def run_throughput_benchmark(
-    spark: SparkSession, bootstrap: str, options: ThroughputOptions, topic: str, step: Step = lambda _: None
+    spark: SparkSession, bootstrap: str, options: ThroughputOptions, topic: str, step: Step = lambda _: None,
+    warmup_topic: str | None = None,
 ) -> dict[str, Any]:
-    """Every repetition of both systems over `topic` (pre-loaded); runs and medians."""
+    """The warm-up, then every repetition of every system over `topic` (pre-loaded); runs and medians."""
     spark.conf.set("spark.sql.shuffle.partitions", str(options.partitions))
+    systems = systems_of(options)
+    if warmup_topic is not None:
+        for system in systems:
+            _run(system, spark, bootstrap, warmup_topic, options, -1, False, options.warmup_records)
+            step(f"warm-up: {system} done")
     runs = []
     for rep in range(options.repetitions):
-        order = ("esp", "native") if rep % 2 == 0 else ("native", "esp")
+        # Rotate the order so no system always runs right after the same one.
+        order = systems[rep % len(systems):] + systems[: rep % len(systems)]
         for system in order:
             runs.append(_run(system, spark, bootstrap, topic, options, rep, options.check and rep == 0))
             step(f"repetition {rep + 1}: {system} done")
-    elastic = [r["records_per_s"] for r in runs if r["system"] == "esp"]
-    native = [r["records_per_s"] for r in runs if r["system"] == "native"]
-    elastic_busy = [r["busy_records_per_s"] or 0 for r in runs if r["system"] == "esp"]
-    native_busy = [r["busy_records_per_s"] or 0 for r in runs if r["system"] == "native"]
-    correct = all(r["correctness"]["ok"] for r in runs if "correctness" in r)
-    return {
+    median = {system: _medians(runs, system) for system in systems}
+    native = median["native"]
+    out = {
         "benchmark": "throughput",
         "options": dict(options.__dict__),
         "machine": machine(),
         "topic": topic,
-        "elastic_records_per_s": statistics.median(elastic),
-        "native_records_per_s": statistics.median(native),
-        "ratio": statistics.median(elastic) / statistics.median(native),
-        "elastic_busy_records_per_s": statistics.median(elastic_busy),
-        "native_busy_records_per_s": statistics.median(native_busy),
-        "busy_ratio": statistics.median(elastic_busy) / statistics.median(native_busy) if statistics.median(native_busy) else None,
-        "correct": correct,
+        "elastic_records_per_s": median["esp"]["wall"],
+        "native_records_per_s": native["wall"],
+        "ratio": median["esp"]["wall"] / native["wall"],
+        "elastic_busy_records_per_s": median["esp"]["busy"],
+        "native_busy_records_per_s": native["busy"],
+        "busy_ratio": median["esp"]["busy"] / native["busy"] if native["busy"] else None,
+        "correct": all(r["correctness"]["ok"] for r in runs if "correctness" in r),
         "runs": runs,
+    }
+    if "esp-full" in median:
+        out["elastic_full_records_per_s"] = median["esp-full"]["wall"]
+        out["full_ratio"] = median["esp-full"]["wall"] / native["wall"]
+    return out
+
+
+ESP_SYSTEMS = ("esp", "esp-full")
+
+
+def systems_of(options: ThroughputOptions) -> tuple[str, ...]:
+    return ("esp", "native", "esp-full") if options.full_pipeline else ("esp", "native")
+
+
+def _medians(runs: list[dict[str, Any]], system: str) -> dict[str, float]:
+    mine = [r for r in runs if r["system"] == system]
+    return {
+        "wall": statistics.median(r["records_per_s"] for r in mine),
+        "busy": statistics.median(r["busy_records_per_s"] or 0 for r in mine),
     }

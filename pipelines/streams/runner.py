@@ -155,14 +155,14 @@ class ElasticStream:
         try:
             good, rejected = split_rejected(parsed)
             plan = self.logic.plan(good, context.batch_id)
-            outputs, phase_ms = run_concurrently(
-                {
-                    "dead_letters": lambda: self._dead_letters(rejected, context.batch_id),
-                    "archive": lambda: self._archive(good, context.batch_id),
-                    "late": lambda: self._write_late(plan.late, context.batch_id),
-                    "stage": lambda: self._run_stage(plan.deltas, context),
-                }
-            )
+            actions = {
+                "dead_letters": lambda: self._dead_letters(rejected, context.batch_id),
+                "late": lambda: self._write_late(plan.late, context.batch_id),
+                "stage": lambda: self._run_stage(plan.deltas, context),
+            }
+            if self.spec.archive_input:
+                actions["archive"] = lambda: self._archive(good, context.batch_id)
+            outputs, phase_ms = run_concurrently(actions)
             plan.finish()
         finally:
             parsed.unpersist()

@@ -24,6 +24,9 @@ class StreamSpec(BaseModel):
     store_kind: Literal["rocks", "memory"] = Field("rocks", description="Channel state store: RocksDB or in-memory (durable history either way).")
     snapshot_every_batches: int = Field(25, ge=1, description="Take a state snapshot (and prune changelogs) every N batches.")
     results_to_kafka: bool = Field(True, description="Also publish result updates to the `<name>.results` topic.")
+    archive_input: bool = Field(
+        True, description="Archive every accepted input record to the bronze Parquet table (backfills replay it)."
+    )
     window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
     watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
     probe_period_s: float = Field(1.0, gt=0, description="eSault PROBE_PERIOD: how often probes are sent per channel.")

@@ -125,3 +125,21 @@ def test_windows_restart_on_layout_change_and_round_trip_through_json():
     assert restored.periods_seen == windows.periods_seen
     after, ev = evaluate(restored, make_snapshot(5, [0.1, 0.2], layout_epoch=1), OPTIONS)
     assert after.periods_seen == 1 and not ev.ready_up
+
+
+def test_a_lag_the_stage_cannot_drain_within_max_drain_s_is_congestion_although_input_rises():
+    # The shape of a rising load on one saturated channel: the lag grows by less than the
+    # growth tolerance (which scales with the input rate) and stays under max_lag_s of input.
+    options = OPTIONS.congestion.model_copy(update={"growth_tolerance_s": 3.75, "max_lag_s": 30.0, "max_drain_s": 15.0})
+    lags = np.array([109.0, 1348.0, 2741.0])
+    assert not congestion_signal(lags, 382.0, options.model_copy(update={"max_drain_s": None}), 132.0).congested
+    signal = congestion_signal(lags, 382.0, options, 132.0)
+    assert signal.congested and signal.drain_s == 2741.0 / 132.0
+
+
+def test_drain_time_within_the_bound_small_lags_and_draining_lags_are_not_congestion():
+    options = OPTIONS.congestion.model_copy(update={"growth_tolerance_s": 3.75, "max_lag_s": 30.0, "max_drain_s": 15.0})
+    assert not congestion_signal(np.array([900.0, 1000.0, 1000.0]), 200.0, options, 200.0).congested  # 5 s to drain
+    # Within the sawtooth of a batch: nothing processed this period, yet no congestion.
+    assert not congestion_signal(np.array([100.0, 110.0, 120.0]), 40.0, options, 0.0).congested
+    assert not congestion_signal(np.array([20000.0, 15000.0, 9000.0]), 800.0, options, 500.0).congested  # draining
