@@ -5,7 +5,9 @@ RocksDB keys are `8-byte big-endian (hash XOR sign bit) + UTF-8 key`, so entries
 order and the entries of a hash range — what a migration donates — are one contiguous scan.
 The committed version lives under the empty key (which sorts before every entry) and is
 written in the same `WriteBatch` as the changes it describes, so a crash never leaves state
-and version disagreeing. UTF-8 never contains 0xFF, which bounds the key space for
+and version disagreeing. The number of entries lives under `b"\\x00"` (after the version,
+before every entry) and is kept the same way, so `len()` is one read, not a scan of the
+channel (it is reported every batch). UTF-8 never contains 0xFF, which bounds the key space for
 `delete_range`.
 """
 
@@ -26,6 +28,8 @@ from elasticity.state.store import HashRanges, KeyHasher, StateStore
 
 _META_KEY = b""
 _META = struct.Struct("<qq")
+_COUNT_KEY = b"\x00"
+_COUNT = struct.Struct("<q")
 _SIGN = np.uint64(1 << 63)
 _FIRST_ENTRY = b"\x00" * 8
 _PAST_LAST_ENTRY = b"\xff" * 9
@@ -81,13 +85,25 @@ class RocksStore(StateStore):
     def _apply(self, changes: pa.Table, version: Version) -> None:
         batch = WriteBatch(raw_mode=True)
         rkeys = _encode_keys(changes["hash"].to_numpy(), changes["key"].to_pylist())
+        final: dict[bytes, bytes | None] = {}
         for rkey, value in zip(rkeys, changes["value"].to_pylist()):
             if value is None:
                 batch.delete(rkey)
             else:
                 batch.put(rkey, value)
+            final[rkey] = value  # the batch applies in order: the last change of a key wins
+        count = self._count() + self._count_change(final)
         batch.put(_META_KEY, _META.pack(version.batch, version.migration))
+        batch.put(_COUNT_KEY, _COUNT.pack(count))
         self.db.write(batch)
+
+    def _count_change(self, final: dict[bytes, bytes | None]) -> int:
+        if not final:
+            return 0
+        existed = self.db.get(list(final))
+        return sum(
+            (value is not None) - (before is not None) for value, before in zip(final.values(), existed)
+        )
 
     def _scan(self, ranges: HashRanges | None) -> pa.Table:
         bounds = [(_FIRST_ENTRY, None)] if ranges is None else [(_prefix(s), _prefix(e)) for s, e in ranges]
@@ -109,9 +125,14 @@ class RocksStore(StateStore):
         for rkey, value in zip(rkeys, entries["value"].to_pylist()):
             batch.put(rkey, value)
         batch.put(_META_KEY, _META.pack(version.batch, version.migration))
+        batch.put(_COUNT_KEY, _COUNT.pack(len(set(rkeys))))
         self.db.write(batch)
 
     def _count(self) -> int:
+        raw = self.db.get(_COUNT_KEY)
+        if raw is not None:
+            return _COUNT.unpack(raw)[0]
+        # A working set written before the count was kept: scan it once.
         return sum(1 for _ in self.db.keys(from_key=_FIRST_ENTRY))
 
     def _working_version(self) -> Version:
