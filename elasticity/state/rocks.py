@@ -83,27 +83,26 @@ class RocksStore(StateStore):
         return self.db.get(_prefix(key_hash) + key.encode("utf-8"))
 
     def _apply(self, changes: pa.Table, version: Version) -> None:
-        batch = WriteBatch(raw_mode=True)
         rkeys = _encode_keys(changes["hash"].to_numpy(), changes["key"].to_pylist())
-        final: dict[bytes, bytes | None] = {}
-        for rkey, value in zip(rkeys, changes["value"].to_pylist()):
+        # The changelog applies in order, so a key's last change is its outcome.
+        final = dict(zip(rkeys, changes["value"].to_pylist()))
+        batch = WriteBatch(raw_mode=True)
+        for rkey, value in final.items():
             if value is None:
                 batch.delete(rkey)
             else:
                 batch.put(rkey, value)
-            final[rkey] = value  # the batch applies in order: the last change of a key wins
-        count = self._count() + self._count_change(final)
         batch.put(_META_KEY, _META.pack(version.batch, version.migration))
-        batch.put(_COUNT_KEY, _COUNT.pack(count))
+        batch.put(_COUNT_KEY, _COUNT.pack(self._count() + self._count_change(final)))
         self.db.write(batch)
 
     def _count_change(self, final: dict[bytes, bytes | None]) -> int:
+        """Entries added minus entries removed. Changelogs carry no "existed before" flag (a
+        replay or migration has read nothing), so it is one multi-get of the changed keys."""
         if not final:
             return 0
         existed = self.db.get(list(final))
-        return sum(
-            (value is not None) - (before is not None) for value, before in zip(final.values(), existed)
-        )
+        return sum((value is not None) - (before is not None) for value, before in zip(final.values(), existed))
 
     def _scan(self, ranges: HashRanges | None) -> pa.Table:
         bounds = [(_FIRST_ENTRY, None)] if ranges is None else [(_prefix(s), _prefix(e)) for s, e in ranges]
@@ -132,7 +131,7 @@ class RocksStore(StateStore):
         raw = self.db.get(_COUNT_KEY)
         if raw is not None:
             return _COUNT.unpack(raw)[0]
-        # A working set written before the count was kept: scan it once.
+        # A new working set, or one written before the count was kept: count it once.
         return sum(1 for _ in self.db.keys(from_key=_FIRST_ENTRY))
 
     def _working_version(self) -> Version:

@@ -35,7 +35,7 @@ def throughput_command(
 ) -> None:
     """Elastic vs native word-count records/s on one pre-loaded topic (JSON + PNG)."""
     from orchestration.stack.project import load_settings
-    from pipelines.bench.throughput import ThroughputOptions, preload_topic, run_throughput_benchmark, systems_of
+    from pipelines.bench.throughput import ThroughputOptions, preload_topic, run_throughput_benchmark, step_count
 
     with friendly_errors():
         settings = load_settings(config)
@@ -49,13 +49,12 @@ def throughput_command(
                     loading = progress.add_task(f"pre-loading {records:,} lines", total=records)
                     topic = preload_topic(servers, options, lambda sent, total: progress.update(loading, completed=sent))
                 warmup_topic = None
-                if warmup:
+                if options.warmup_records:
                     warming = progress.add_task(f"pre-loading {warmup:,} warm-up lines", total=warmup)
                     warmup_topic = preload_topic(servers, options, lambda sent, total: progress.update(warming, completed=sent),
                                                  records=warmup, prefix="bench-throughput-warmup")
                 spark = bench_spark(settings, partitions)
-                systems = systems_of(options)
-                runs = progress.add_task("runs", total=len(systems) * (repetitions + (1 if warmup else 0)))
+                runs = progress.add_task("runs", total=step_count(options))
                 results = run_throughput_benchmark(
                     spark, servers, options, topic, lambda d: progress.update(runs, advance=1, description=d), warmup_topic
                 )

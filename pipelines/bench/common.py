@@ -29,6 +29,11 @@ from pipelines.streams.metrics import checkpoint_offsets
 from pipelines.streams.results import latest_rows
 
 
+NATIVE_OUTPUTS = {"archive_input": False, "results_to_kafka": False}
+"""StreamSpec fields that give the elastic stream the native baseline's outputs only (results
+to Parquet): comparisons with Spark's own word count then measure the same work."""
+
+
 def key_word(index: int) -> str:
     """The index-th benchmark key (short, ASCII, distinct)."""
     return f"k{index}"

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from pyspark.sql import SparkSession
 
 from pipelines.bench.common import (
+    NATIVE_OUTPUTS,
     Trickle,
     check_results,
     commit_times,
@@ -165,12 +166,12 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
 
     topic = new_topic(bootstrap, f"bench-esp-{keys}", options.topic_partitions)
     produce(bootstrap, topic, covering_lines(keys, options.words_per_line))
-    # The native job's outputs only (results to Parquet): the archive and the results topic are
-    # not part of a rescale; `esp bench throughput` shows what they cost per batch.
+    # The archive and the results topic are not part of a rescale; `esp bench throughput`
+    # shows what they cost per batch.
     spec = StreamSpec(
         name=f"bench-esp-{keys}", input_topic=topic, bootstrap_servers=bootstrap,
         root=str(Path(options.workdir) / topic), channels=options.from_channels, trigger_seconds=options.trigger_seconds,
-        archive_input=False, results_to_kafka=False,
+        **NATIVE_OUTPUTS,
     )
     metrics: dict[int, BatchMetrics] = {}
     stream = ElasticStream(spark, spec, on_metrics=lambda m: metrics.__setitem__(m.batch_id, m))

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from pyspark.sql import SparkSession
 
-from pipelines.bench.common import check_results, commit_times, machine, new_topic, wait_caught_up
+from pipelines.bench.common import NATIVE_OUTPUTS, check_results, commit_times, machine, new_topic, wait_caught_up
 from pipelines.native import NativeSpec, NativeWordCount
 
 Step = Callable[[str], None]
@@ -74,6 +74,19 @@ class ThroughputOptions:
     """Folder for checkpoints, state and results."""
 
 
+ESP_SYSTEMS = ("esp", "esp-full")
+
+
+def systems_of(options: ThroughputOptions) -> tuple[str, ...]:
+    return ("esp", "native", "esp-full") if options.full_pipeline else ("esp", "native")
+
+
+def step_count(options: ThroughputOptions) -> int:
+    """How many runs `run_throughput_benchmark` reports through `step`, given a warm-up topic
+    whenever `warmup_records` is set."""
+    return len(systems_of(options)) * (options.repetitions + (1 if options.warmup_records else 0))
+
+
 def preload_topic(
     bootstrap: str, options: ThroughputOptions, on_progress: Callable[[int, int], None] | None = None,
     records: int | None = None, prefix: str = "bench-throughput",
@@ -108,11 +121,10 @@ def _run(
     root = Path(options.workdir) / f"{system}-{rep}-{topic}"
     started = time.time()
     if system in ESP_SYSTEMS:
-        full = system == "esp-full"
         spec = StreamSpec(
             name=f"bench-tp-{system}-{rep}", input_topic=topic, bootstrap_servers=bootstrap, root=str(root),
             channels=options.partitions, trigger_seconds=options.trigger_seconds,
-            max_offsets_per_trigger=options.max_offsets_per_trigger, archive_input=full, results_to_kafka=full,
+            max_offsets_per_trigger=options.max_offsets_per_trigger, **({} if system == "esp-full" else NATIVE_OUTPUTS),
         )
         runner: Any = ElasticStream(spark, spec)
         runner.start()
@@ -184,13 +196,6 @@ def run_throughput_benchmark(
         out["elastic_full_records_per_s"] = median["esp-full"]["wall"]
         out["full_ratio"] = median["esp-full"]["wall"] / native["wall"]
     return out
-
-
-ESP_SYSTEMS = ("esp", "esp-full")
-
-
-def systems_of(options: ThroughputOptions) -> tuple[str, ...]:
-    return ("esp", "native", "esp-full") if options.full_pipeline else ("esp", "native")
 
 
 def _medians(runs: list[dict[str, Any]], system: str) -> dict[str, float]:
