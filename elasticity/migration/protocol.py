@@ -113,8 +113,10 @@ def collect_channel(plan: MigrationPlan, area: MigrationArea, store: StateStore,
         tx.abort()
         return False
     try:
-        tx.put_entries(area.incoming(channel, plan.sources_for(channel)))
-        tx.delete_entries(area.outgoing(channel, plan.targets_of(channel)))
+        # A channel holds only keys of its own ranges: what it receives is new to it, and what
+        # it gave was read from it.
+        tx.put_entries(area.incoming(channel, plan.sources_for(channel)), absent=True)
+        tx.delete_entries(area.outgoing(channel, plan.targets_of(channel)), present=True)
         tx.prepare()
         hook(f"collect:prepared:{channel}")
         tx.commit()

@@ -78,6 +78,23 @@ def concat_entries(tables: Sequence[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables).combine_chunks() if tables else empty_entries()
 
 
+COUNT_DELTA = b"esp.count_delta"
+"""Schema metadata of a changelog whose writer knew how many entries it adds (puts of absent
+keys minus deletes of present ones): applying it then needs no read of the changed keys."""
+
+
+def with_count_delta(table: pa.Table, delta: int | None) -> pa.Table:
+    if delta is None:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), COUNT_DELTA: str(delta).encode()})
+
+
+def count_delta_of(table: pa.Table) -> int | None:
+    """The entry-count change a changelog declares, or None if its writer did not know it."""
+    raw = (table.schema.metadata or {}).get(COUNT_DELTA)
+    return None if raw is None else int(raw)
+
+
 def in_ranges_mask(hashes: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
     """Which hashes fall in any of the sorted, disjoint, inclusive `ranges` (vectorized)."""
     if not ranges:

@@ -23,7 +23,7 @@ from rocksdict import Options, Rdict, WriteBatch
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
 from elasticity.state.history import History
-from elasticity.state.records import INITIAL_VERSION, Version, entries_table
+from elasticity.state.records import INITIAL_VERSION, Version, count_delta_of, entries_table
 from elasticity.state.store import HashRanges, KeyHasher, StateStore
 
 _META_KEY = b""
@@ -93,14 +93,16 @@ class RocksStore(StateStore):
             else:
                 batch.put(rkey, value)
         batch.put(_META_KEY, _META.pack(version.batch, version.migration))
-        batch.put(_COUNT_KEY, _COUNT.pack(self._count() + self._count_change(final)))
+        declared = count_delta_of(changes)
+        count = self._count()
+        batch.put(_COUNT_KEY, _COUNT.pack(count + (declared if declared is not None else self._count_change(final, count))))
         self.db.write(batch)
 
-    def _count_change(self, final: dict[bytes, bytes | None]) -> int:
-        """Entries added minus entries removed. Changelogs carry no "existed before" flag (a
-        replay or migration has read nothing), so it is one multi-get of the changed keys."""
-        if not final:
-            return 0
+    def _count_change(self, final: dict[bytes, bytes | None], count: int) -> int:
+        """Entries added minus entries removed, for a changelog that does not declare it: one
+        multi-get of the changed keys (~4 µs a key), unless the store is empty."""
+        if not final or count == 0:
+            return sum(value is not None for value in final.values())
         existed = self.db.get(list(final))
         return sum((value is not None) - (before is not None) for value, before in zip(final.values(), existed))
 

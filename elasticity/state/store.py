@@ -39,6 +39,7 @@ from elasticity.state.records import (
     concat_entries,
     empty_entries,
     entries_table,
+    with_count_delta,
 )
 
 KeyHasher = Callable[[str], int]
@@ -79,6 +80,8 @@ class Transaction:
         self._single: dict[tuple[int, str], bytes | None] = {}
         self._bulk: list[pa.Table] = []
         self._changes: pa.Table | None = None
+        # Entries added minus removed, while every write so far declared its keys' presence.
+        self._count_delta: int | None = 0
 
     @property
     def state(self) -> TxState:
@@ -98,21 +101,32 @@ class Transaction:
     # ---- writes ---------------------------------------------------------------------------
     def put(self, key: str, value: Any, *, key_hash: int | None = None) -> None:
         self._writable()
+        self._count_delta = None
         self._single[(self.store.hash_of(key, key_hash), key)] = self.store.codec.encode(value)
 
     def delete(self, key: str, *, key_hash: int | None = None) -> None:
         self._writable()
+        self._count_delta = None
         self._single[(self.store.hash_of(key, key_hash), key)] = None
 
-    def put_entries(self, entries: pa.Table) -> None:
-        """Bulk upsert of already-encoded (hash, key, value) rows; applied before single writes."""
+    def put_entries(self, entries: pa.Table, *, absent: bool = False) -> None:
+        """Bulk upsert of already-encoded (hash, key, value) rows; applied before single writes.
+        `absent=True` promises that none of these distinct keys is in the store or this
+        transaction yet (a migration's incoming ranges), so the entry count moves unread."""
         self._writable()
+        self._declare(entries.num_rows if absent else None)
         self._bulk.append(entries)
 
-    def delete_entries(self, entries: pa.Table) -> None:
-        """Bulk delete of the (hash, key) rows of `entries`; applied before single writes."""
+    def delete_entries(self, entries: pa.Table, *, present: bool = False) -> None:
+        """Bulk delete of the (hash, key) rows of `entries`; applied before single writes.
+        `present=True` promises that every one of these distinct keys is in the store (a
+        migration's donated entries, read from it)."""
         self._writable()
+        self._declare(-entries.num_rows if present else None)
         self._bulk.append(as_deletions(entries))
+
+    def _declare(self, delta: int | None) -> None:
+        self._count_delta = None if delta is None or self._count_delta is None else self._count_delta + delta
 
     def get(self, key: str, *, key_hash: int | None = None) -> Any:
         """Read-your-writes for single writes; otherwise the committed value."""
@@ -128,7 +142,7 @@ class Transaction:
             single = entries_table(
                 [h for h, _ in self._single], [k for _, k in self._single], list(self._single.values())
             )
-            self._changes = concat_entries([*self._bulk, single])
+            self._changes = with_count_delta(concat_entries([*self._bulk, single]), self._count_delta)
         return self._changes
 
     # ---- state machine --------------------------------------------------------------------
