@@ -5,7 +5,10 @@ Plan of one micro-batch (all inside Spark; Python only sees the pre-aggregated d
 
     deltas (key, n) ──xxhash64 in the JVM──► route in the JVM (layout lookup → channel, label)
         ──repartition(N, label)──► apply (task p owns channel channels[p]: state += n)
-        ──► rows of kind "result" | "stat" | "probe"
+        ──► result rows (key, value, channel) + one `ChannelReport` per task
+
+The reports (records, keys, state size, probe latencies) travel back in a Spark accumulator
+with each task's result: reading them as rows cost a second job over the cached output.
 
 Routing is a Catalyst expression (a CASE over the layout's few dozen arc bounds), so rows
 never visit a Python worker before the shuffle.
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import pyarrow as pa
+from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -37,17 +41,13 @@ from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
 
 OUTPUT_SCHEMA = T.StructType(
     [
-        T.StructField("kind", T.StringType(), False),
-        T.StructField("key", T.StringType(), True),
-        T.StructField("value", T.LongType(), True),
+        T.StructField("key", T.StringType(), False),
+        T.StructField("value", T.LongType(), False),
         T.StructField("channel", T.IntegerType(), False),
-        T.StructField("latency_ms", T.DoubleType(), True),
-        T.StructField("records", T.LongType(), True),
-        T.StructField("keys_in", T.LongType(), True),
-        T.StructField("proc_ms", T.DoubleType(), True),
-        T.StructField("state_keys", T.LongType(), True),
-        T.StructField("state_bytes", T.LongType(), True),
     ]
+)
+_OUTPUT_ARROW = pa.schema(
+    [pa.field("key", pa.string(), False), pa.field("value", pa.int64(), False), pa.field("channel", pa.int32(), False)]
 )
 _INPUT_COLUMNS = ("key", "key_hash", "n", "probe_sent_ms", "channel")
 ROUTED_FIELDS = [
@@ -165,13 +165,13 @@ def route(deltas: DataFrame, layout: Layout, labels: list[int]) -> DataFrame:
     (about 0.5 s per batch for a 64-arc layout)."""
     channels = ", ".join(str(int(c)) for c in layout.channels)
     placement = ", ".join(f"{int(label)}L" for label in labels)
-    with_partition = deltas.withColumn("_partition", F.expr(_partition_sql(layout)) + 1)  # element_at is 1-based
-    return with_partition.withColumns(
-        {
-            "channel": F.expr(f"CAST(element_at(array({channels}), _partition) AS INT)"),
-            "label": F.expr(f"CAST(element_at(array({placement}), _partition) AS BIGINT)"),
-        }
-    ).drop("_partition")
+    columns = [c for c in deltas.columns if c not in ("channel", "label")]
+    with_partition = deltas.selectExpr(*columns, f"({_partition_sql(layout)}) + 1 AS _partition")  # element_at is 1-based
+    return with_partition.selectExpr(
+        *columns,
+        f"CAST(element_at(array({channels}), _partition) AS INT) AS channel",
+        f"CAST(element_at(array({placement}), _partition) AS BIGINT) AS label",
+    )
 
 
 @dataclass
@@ -243,7 +243,37 @@ def apply_deltas(store: StateStore, batch_id: int, keys: list[str], hashes: list
     return totals
 
 
-def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], batch_id: int):
+@dataclass
+class ChannelReport:
+    """What one channel's task saw and did in one batch (sent to the driver by accumulator)."""
+
+    channel: int
+    records: int = 0
+    keys_in: int = 0
+    proc_ms: float = 0.0
+    state_keys: int = 0
+    state_bytes: int | None = None
+    probe_latency_ms: list[float] = field(default_factory=list)
+
+
+ReportKey = tuple[int, int]
+"""(batch id, channel): a task that runs again replaces its report instead of adding one."""
+
+
+class ChannelReports(AccumulatorParam):
+    """Accumulates {(batch id, channel): ChannelReport}; the last report of a task wins."""
+
+    def zero(self, value: dict[ReportKey, ChannelReport]) -> dict[ReportKey, ChannelReport]:
+        return {}
+
+    def addInPlace(
+        self, value1: dict[ReportKey, ChannelReport], value2: dict[ReportKey, ChannelReport]
+    ) -> dict[ReportKey, ChannelReport]:
+        value1.update(value2)
+        return value1
+
+
+def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], batch_id: int, reports: Accumulator):
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
@@ -260,42 +290,26 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
         store = worker_stores(spec).store_for(channel, layout.epoch, frozenset(previous_channels))
         keys = [rows["key"][i] for i in data]
         totals = apply_deltas(store, batch_id, keys, [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data])
+        records = sum(rows["n"][i] for i in data)
         if spec.service_ms_per_record > 0:
             # An I/O-bound stage (one external call per record): the task waits without using a
             # core, so on a small machine it is channels, not cores, that add capacity.
-            time.sleep(sum(rows["n"][i] for i in data) * spec.service_ms_per_record / 1000.0)
+            time.sleep(records * spec.service_ms_per_record / 1000.0)
         if (batch_id + 1) % spec.snapshot_every_batches == 0:
             # Bounds the history a fresh working set must replay (after a crash or rescale).
             store.snapshot(keep_snapshots=2)
         finished_ms = time.time() * 1000
-        yield _result_batch(keys, totals, channel)
-        yield _stat_batch(channel, sum(rows["n"][i] for i in data), len(keys), (time.perf_counter() - started) * 1000, store)
-        yield _probe_batch(channel, [finished_ms - sent for sent in probes])
+        report = ChannelReport(
+            channel, records, len(keys), (time.perf_counter() - started) * 1000, len(store), state_bytes(store),
+            [finished_ms - sent for sent in probes],
+        )
+        reports.add({(batch_id, channel): report})
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(keys, pa.string()), pa.array(totals, pa.int64()), pa.array([channel] * len(keys), pa.int32())],
+            schema=_OUTPUT_ARROW,
+        )
 
     return apply
-
-
-def _batch(columns: dict[str, list]) -> pa.RecordBatch:
-    n = len(next(iter(columns.values())))
-    arrays = []
-    for f in OUTPUT_SCHEMA.fields:
-        values = columns.get(f.name, [None] * n)
-        arrays.append(pa.array(values, _ARROW_TYPES[type(f.dataType)]))
-    return pa.RecordBatch.from_arrays(arrays, names=[f.name for f in OUTPUT_SCHEMA.fields])
-
-
-_ARROW_TYPES = {T.StringType: pa.string(), T.LongType: pa.int64(), T.IntegerType: pa.int32(), T.DoubleType: pa.float64()}
-
-
-def _result_batch(keys: list[str], totals: list[int], channel: int) -> pa.RecordBatch:
-    return _batch({"kind": ["result"] * len(keys), "key": keys, "value": totals, "channel": [channel] * len(keys)})
-
-
-def _stat_batch(channel: int, records: int, keys_in: int, proc_ms: float, store: StateStore) -> pa.RecordBatch:
-    return _batch(
-        {"kind": ["stat"], "channel": [channel], "records": [records], "keys_in": [keys_in], "proc_ms": [proc_ms],
-         "state_keys": [len(store)], "state_bytes": [state_bytes(store)]}
-    )
 
 
 def state_bytes(store: StateStore) -> int | None:
@@ -306,10 +320,6 @@ def state_bytes(store: StateStore) -> int | None:
     return sum(db.property_int_value(p) or 0 for p in ("rocksdb.total-sst-files-size", "rocksdb.cur-size-all-mem-tables"))
 
 
-def _probe_batch(channel: int, latencies: list[float]) -> pa.RecordBatch:
-    return _batch({"kind": ["probe"] * len(latencies), "channel": [channel] * len(latencies), "latency_ms": latencies})
-
-
 def run_stage(
     deltas: DataFrame,
     layout: Layout,
@@ -317,7 +327,9 @@ def run_stage(
     spec: StageSpec,
     batch_id: int,
     previous_channels: list[int],
+    reports: Accumulator,
 ) -> DataFrame:
-    """The stage's output for one batch: results, one stat row per channel, probe latencies."""
-    routed = route(deltas, layout, labels).repartition(layout.n_channels, "label").drop("label")
-    return routed.mapInArrow(_applier(spec, layout.to_json(), previous_channels, batch_id), OUTPUT_SCHEMA)
+    """The stage's result rows for one batch; computing them adds each task's `ChannelReport`
+    to `reports` (an accumulator of `ChannelReports`)."""
+    routed = route(deltas, layout, labels).repartition(layout.n_channels, "label")
+    return routed.mapInArrow(_applier(spec, layout.to_json(), previous_channels, batch_id, reports), OUTPUT_SCHEMA)

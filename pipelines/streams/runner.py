@@ -27,7 +27,7 @@ from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
 from pipelines.dead_letters import split_rejected, write_dead_letters
-from pipelines.elastic_stage import StageSpec, placement_labels, run_stage, with_key_hash
+from pipelines.elastic_stage import ChannelReport, ChannelReports, StageSpec, placement_labels, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.probes import PROBE_KAFKA_KEY
 from pipelines.spark_threads import run_concurrently
@@ -65,6 +65,7 @@ class ElasticStream:
     _labels: dict[int, list[int]] = field(default_factory=dict)
     _producer: Any = None
     _migrator: Migrator | None = None
+    _reports: Any = None
     _stopping: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -178,25 +179,39 @@ class ElasticStream:
             write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, batch_id)
         return count
 
-    def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list:
-        """Route the deltas and probes, update channel state, write results; the side rows."""
-        keyed = with_key_hash(deltas).select("key", "key_hash", "n", F.lit(None).cast("long").alias("probe_sent_ms"))
+    def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list[ChannelReport]:
+        """Route the deltas and probes, update channel state, write results; each channel's report."""
+        # Each DataFrame step is analysed on the driver again, over the whole plan so far, so
+        # the stage's input is built in as few steps as possible.
+        keyed = deltas.selectExpr("key", "xxhash64(key) AS key_hash", "n", "CAST(NULL AS BIGINT) AS probe_sent_ms")
         layout = context.layout
+        reports = self._channel_reports()
+        routing_tasks = self.spec.routing_tasks or self.spark.sparkContext.defaultParallelism
         out = run_stage(
-            keyed.unionByName(self._probes(context.raw)), layout, self._labels_for(layout.n_channels), self.stage,
-            context.batch_id, self._previous_channels(layout),
-        ).persist()
-        try:
-            results = self._result_rows(out.where(F.col("kind") == "result"), context.batch_id)
+            keyed.unionByName(self._probes(context.raw)).coalesce(routing_tasks), layout, self._labels_for(layout.n_channels), self.stage,
+            context.batch_id, self._previous_channels(layout), reports,
+        )
+        results = self._result_rows(out, context.batch_id)
+        if self.spec.results_to_kafka:
             # The Parquet write computes the stage (state is updated once, by this job); the
-            # Kafka copy and the side rows then read the cached output side by side.
+            # Kafka copy then reads the cached rows.
+            results = results.persist()
+        try:
             results.write.mode("overwrite").parquet(f"{self.spec.results_table}/batch_id={context.batch_id}")
-            reads = {"side": lambda: out.where(F.col("kind") != "result").collect()}
             if self.spec.results_to_kafka:
-                reads["kafka"] = lambda: self._publish_results(results)
-            return run_concurrently(reads)[0]["side"]
+                self._publish_results(results)
         finally:
-            out.unpersist()
+            results.unpersist()
+        return [r for (batch_id, _), r in sorted(reports.value.items()) if batch_id == context.batch_id]
+
+    def _channel_reports(self):
+        """The stream's accumulator of channel reports, emptied for the next batch (batches
+        run one at a time, so one accumulator serves them all)."""
+        if self._reports is None:
+            self._reports = self.spark.sparkContext.accumulator({}, ChannelReports())
+        else:
+            self._reports.value = {}
+        return self._reports
 
     def _write_late(self, late: DataFrame | None, batch_id: int) -> int:
         """Late rows are kept (per batch, overwritten on replay) and counted, never dropped silently."""
@@ -213,14 +228,17 @@ class ElasticStream:
             late.unpersist()
 
     def _probes(self, raw: DataFrame) -> DataFrame:
-        probes = raw.where(F.col("key") == F.lit(PROBE_KAFKA_KEY)).select(F.col("value").cast("string").alias("json"))
-        return with_key_hash(
-            probes.select(
-                F.get_json_object("json", "$.routing_key").alias("key"),
-                F.lit(0).cast("long").alias("n"),
-                F.get_json_object("json", "$.sent_ms").cast("long").alias("probe_sent_ms"),
-            ).where(F.col("key").isNotNull() & F.col("probe_sent_ms").isNotNull())
-        ).select("key", "key_hash", "n", "probe_sent_ms")
+        """The batch's probes as stage input rows (key = the channel's routing key, n = 0)."""
+        # The micro-batch's own session: its temporary views are where `{raw}` gets registered.
+        return raw.sparkSession.sql(
+            f"""
+            SELECT key, xxhash64(key) AS key_hash, 0L AS n, sent_ms AS probe_sent_ms FROM (
+                SELECT get_json_object(json, '$.routing_key') AS key, CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS sent_ms
+                FROM (SELECT CAST(value AS STRING) AS json FROM {{raw}} WHERE key = X'{PROBE_KAFKA_KEY.hex()}'))
+            WHERE key IS NOT NULL AND sent_ms IS NOT NULL
+            """,
+            raw=raw,
+        )
 
     def _archive(self, good: DataFrame, batch_id: int) -> None:
         bronze = self.logic.bronze(good).withColumn("batch_id", F.lit(batch_id))
@@ -300,15 +318,13 @@ class ElasticStream:
 
     # -- metrics ---------------------------------------------------------------------------
 
-    def _metrics(self, context: _BatchContext, side_rows: list, rejected: int) -> BatchMetrics:
+    def _metrics(self, context: _BatchContext, reports: list[ChannelReport], rejected: int) -> BatchMetrics:
         per_channel = {c: ChannelMetrics(channel=c) for c in context.layout.channels}
-        for row in side_rows:
-            entry = per_channel[row.channel]
-            if row.kind == "stat":
-                entry.records, entry.keys_in, entry.proc_ms = row.records, row.keys_in, row.proc_ms
-                entry.state_keys, entry.state_bytes = row.state_keys, row.state_bytes
-            elif row.kind == "probe":
-                entry.probe_latency_ms.append(row.latency_ms)
+        for report in reports:
+            entry = per_channel[report.channel]
+            entry.records, entry.keys_in, entry.proc_ms = report.records, report.keys_in, report.proc_ms
+            entry.state_keys, entry.state_bytes = report.state_keys, report.state_bytes
+            entry.probe_latency_ms.extend(report.probe_latency_ms)
         elapsed = time.perf_counter() - context.started
         records = sum(c.records for c in per_channel.values())
         return BatchMetrics(

@@ -27,6 +27,10 @@ class StreamSpec(BaseModel):
     archive_input: bool = Field(
         True, description="Archive every accepted input record to the bronze Parquet table (backfills replay it)."
     )
+    routing_tasks: int | None = Field(
+        None, ge=1, description="Tasks that route a batch's pre-aggregated deltas to the channels (None: Spark's default "
+        "parallelism, i.e. the cores; more tasks than cores only add per-task overhead to every batch).",
+    )
     window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
     watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
     probe_period_s: float = Field(1.0, gt=0, description="eSault PROBE_PERIOD: how often probes are sent per channel.")
