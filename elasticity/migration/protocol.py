@@ -116,7 +116,8 @@ def collect_channel(plan: MigrationPlan, area: MigrationArea, store: StateStore,
         # A channel holds only keys of its own ranges: what it receives is new to it, and what
         # it gave was read from it.
         tx.put_entries(area.incoming(channel, plan.sources_for(channel)), absent=True)
-        tx.delete_entries(area.outgoing(channel, plan.targets_of(channel)), present=True)
+        vacated = sorted(r for ranges in plan.outgoing(channel).values() for r in ranges)
+        tx.delete_entries(area.outgoing(channel, plan.targets_of(channel)), present=True, vacated=vacated)
         tx.prepare()
         hook(f"collect:prepared:{channel}")
         tx.commit()

@@ -13,6 +13,7 @@ increasing across all records of one channel.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -93,6 +94,24 @@ def count_delta_of(table: pa.Table) -> int | None:
     """The entry-count change a changelog declares, or None if its writer did not know it."""
     raw = (table.schema.metadata or {}).get(COUNT_DELTA)
     return None if raw is None else int(raw)
+
+
+VACATED_RANGES = b"esp.vacated_ranges"
+"""Schema metadata of a changelog that empties whole hash ranges (a migration's donor): its
+deletions are exactly the store's keys in them, so a store may drop each range in one step."""
+
+
+def with_vacated_ranges(table: pa.Table, ranges: Sequence[tuple[int, int]] | None) -> pa.Table:
+    if ranges is None:
+        return table
+    encoded = json.dumps([[int(start), int(end)] for start, end in ranges]).encode()
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), VACATED_RANGES: encoded})
+
+
+def vacated_ranges_of(table: pa.Table) -> list[tuple[int, int]] | None:
+    """The inclusive hash ranges a changelog declares emptied, or None."""
+    raw = (table.schema.metadata or {}).get(VACATED_RANGES)
+    return None if raw is None else [(start, end) for start, end in json.loads(raw)]
 
 
 def in_ranges_mask(hashes: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:

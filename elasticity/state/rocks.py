@@ -18,12 +18,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from rocksdict import Options, Rdict, WriteBatch
 
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
 from elasticity.state.history import History
-from elasticity.state.records import INITIAL_VERSION, Version, count_delta_of, entries_table
+from elasticity.state.records import INITIAL_VERSION, Version, count_delta_of, entries_table, vacated_ranges_of
 from elasticity.state.store import HashRanges, KeyHasher, StateStore
 
 _META_KEY = b""
@@ -33,6 +34,7 @@ _COUNT = struct.Struct("<q")
 _SIGN = np.uint64(1 << 63)
 _FIRST_ENTRY = b"\x00" * 8
 _PAST_LAST_ENTRY = b"\xff" * 9
+_MAX_HASH = (1 << 63) - 1
 
 
 def _prefix(key_hash: int) -> bytes:
@@ -83,17 +85,23 @@ class RocksStore(StateStore):
         return self.db.get(_prefix(key_hash) + key.encode("utf-8"))
 
     def _apply(self, changes: pa.Table, version: Version) -> None:
+        declared = count_delta_of(changes)
+        vacated = vacated_ranges_of(changes) if declared is not None else None
+        batch = WriteBatch(raw_mode=True)
+        if vacated is not None:
+            # One range tombstone per emptied range instead of one delete per donated key.
+            for start, end in vacated:
+                batch.delete_range(_prefix(start), _prefix(end + 1) if end < _MAX_HASH else _PAST_LAST_ENTRY)
+            changes = changes.filter(pc.is_valid(changes["value"]))
         rkeys = _encode_keys(changes["hash"].to_numpy(), changes["key"].to_pylist())
         # The changelog applies in order, so a key's last change is its outcome.
         final = dict(zip(rkeys, changes["value"].to_pylist()))
-        batch = WriteBatch(raw_mode=True)
         for rkey, value in final.items():
             if value is None:
                 batch.delete(rkey)
             else:
                 batch.put(rkey, value)
         batch.put(_META_KEY, _META.pack(version.batch, version.migration))
-        declared = count_delta_of(changes)
         count = self._count()
         batch.put(_COUNT_KEY, _COUNT.pack(count + (declared if declared is not None else self._count_change(final, count))))
         self.db.write(batch)

@@ -40,6 +40,7 @@ from elasticity.state.records import (
     empty_entries,
     entries_table,
     with_count_delta,
+    with_vacated_ranges,
 )
 
 KeyHasher = Callable[[str], int]
@@ -82,6 +83,8 @@ class Transaction:
         self._changes: pa.Table | None = None
         # Entries added minus removed, while every write so far declared its keys' presence.
         self._count_delta: int | None = 0
+        # Hash ranges this transaction empties, while every deletion so far lies in one of them.
+        self._vacated: list[tuple[int, int]] | None = []
 
     @property
     def state(self) -> TxState:
@@ -106,7 +109,7 @@ class Transaction:
 
     def delete(self, key: str, *, key_hash: int | None = None) -> None:
         self._writable()
-        self._count_delta = None
+        self._count_delta = self._vacated = None
         self._single[(self.store.hash_of(key, key_hash), key)] = None
 
     def put_entries(self, entries: pa.Table, *, absent: bool = False) -> None:
@@ -117,12 +120,19 @@ class Transaction:
         self._declare(entries.num_rows if absent else None)
         self._bulk.append(entries)
 
-    def delete_entries(self, entries: pa.Table, *, present: bool = False) -> None:
+    def delete_entries(
+        self, entries: pa.Table, *, present: bool = False, vacated: Sequence[tuple[int, int]] | None = None
+    ) -> None:
         """Bulk delete of the (hash, key) rows of `entries`; applied before single writes.
         `present=True` promises that every one of these distinct keys is in the store (a
-        migration's donated entries, read from it)."""
+        migration's donated entries, read from it); `vacated` that they are all of its keys in
+        these inclusive hash ranges, and that no write of this transaction puts a key in them."""
         self._writable()
         self._declare(-entries.num_rows if present else None)
+        if vacated is not None and self._vacated is not None:
+            self._vacated.extend(vacated)
+        elif entries.num_rows:
+            self._vacated = None
         self._bulk.append(as_deletions(entries))
 
     def _declare(self, delta: int | None) -> None:
@@ -142,7 +152,8 @@ class Transaction:
             single = entries_table(
                 [h for h, _ in self._single], [k for _, k in self._single], list(self._single.values())
             )
-            self._changes = with_count_delta(concat_entries([*self._bulk, single]), self._count_delta)
+            changes = with_count_delta(concat_entries([*self._bulk, single]), self._count_delta)
+            self._changes = with_vacated_ranges(changes, self._vacated or None)
         return self._changes
 
     # ---- state machine --------------------------------------------------------------------

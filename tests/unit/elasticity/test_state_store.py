@@ -21,7 +21,7 @@ from elasticity.state import (
     codec_by_name,
     prune,
 )
-from elasticity.state.records import count_delta_of, entries_table
+from elasticity.state.records import count_delta_of, entries_table, vacated_ranges_of
 
 
 def write_batch(store, batch_id: int, puts: dict[str, int], deletes: tuple[str, ...] = ()) -> None:
@@ -208,14 +208,17 @@ def test_declared_bulk_moves_keep_the_count_through_commit_and_replay(make_store
     donor, receiver = make_store(0), make_store(1)
     write_batch(donor, 0, {f"k{i}": i for i in range(10)})
     write_batch(receiver, 0, {"own": 1})
-    moved = donor.entries([(min(hash_str(f"k{i}") for i in range(10)), 0)])
+    given = [(min(hash_str(f"k{i}") for i in range(10)), 0)]
+    moved = donor.entries(given)
     assert 0 < moved.num_rows < 10
     with donor.begin_migration(1) as out, receiver.begin_migration(1) as into:
-        out.delete_entries(moved, present=True)
+        out.delete_entries(moved, present=True, vacated=given)
+        assert vacated_ranges_of(out.changes()) == given
         into.put_entries(moved, absent=True)
         assert count_delta_of(out.changes()) == -moved.num_rows
         assert count_delta_of(into.changes()) == moved.num_rows
     assert (len(donor), len(receiver)) == (10 - moved.num_rows, 1 + moved.num_rows)
+    assert donor.entries(given).num_rows == 0 and receiver.entries(given).equals(moved)
     # A rebuild from the durable history replays the declared records and gets the same count.
     donor.restore(), receiver.restore()
     assert (len(donor), len(receiver)) == (10 - moved.num_rows, 1 + moved.num_rows)
@@ -358,3 +361,28 @@ def test_rocks_trusts_a_declared_count_without_reading_the_keys(tmp_path, monkey
     assert reads == [] and len(store) == 51
     write_batch(store, 1, {"y": 1})
     assert reads == [1]
+
+
+def test_rocks_empties_a_vacated_range_with_one_range_delete(tmp_path) -> None:
+    from elasticity.state import RocksBackend
+
+    store = RocksBackend(Int64Codec(), durable=str(tmp_path / "d"), local_dir=str(tmp_path / "l")).open(0)
+    write_batch(store, 0, {f"k{i}": i for i in range(20)})
+    hashes = sorted(hash_str(f"k{i}") for i in range(20))
+    vacated = [(hashes[5], hashes[9]), (hashes[15], (1 << 63) - 1)]
+    listed = store.entries([(hashes[5], hashes[8]), (hashes[15], (1 << 63) - 1)])  # k at hashes[9] unlisted
+    with store.begin_migration(1) as tx:
+        tx.delete_entries(listed, present=True, vacated=vacated)
+    # The ranges went as a whole: the declared promise is what the store trusts.
+    assert store.entries(vacated).num_rows == 0
+    assert store.entries()["hash"].to_pylist() == hashes[:5] + hashes[10:15]
+
+
+def test_a_deletion_outside_declared_ranges_drops_the_declaration(make_store) -> None:
+    store = make_store()
+    write_batch(store, 0, {"a": 1, "b": 2})
+    with store.begin_migration(1) as tx:
+        tx.delete_entries(store.entries([(hash_str("a"), hash_str("a"))]), present=True, vacated=[(hash_str("a"), hash_str("a"))])
+        tx.delete("b")
+        assert vacated_ranges_of(tx.changes()) is None
+    assert dict(store.items()) == {}
