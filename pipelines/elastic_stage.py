@@ -5,7 +5,7 @@ Plan of one micro-batch (all inside Spark; Python only sees the pre-aggregated d
 
     deltas (key, n) ──xxhash64 in the JVM──► route in the JVM (layout lookup → channel, label)
         ──repartition(N, label)──► apply (task p owns channel channels[p]: state += n)
-        ──► result rows (key, value, channel) + one `ChannelReport` per task
+        ──► result rows (key, value, channel) + one `ChannelMetrics` per task
 
 The reports (records, keys, state size, probe latencies) travel back in a Spark accumulator
 with each task's result: reading them as rows cost a second job over the cached output.
@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from elasticity.layout import Layout
 from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
+from pipelines.streams.metrics import ChannelMetrics
 
 OUTPUT_SCHEMA = T.StructType(
     [
@@ -243,32 +244,19 @@ def apply_deltas(store: StateStore, batch_id: int, keys: list[str], hashes: list
     return totals
 
 
-@dataclass
-class ChannelReport:
-    """What one channel's task saw and did in one batch (sent to the driver by accumulator)."""
-
-    channel: int
-    records: int = 0
-    keys_in: int = 0
-    proc_ms: float = 0.0
-    state_keys: int = 0
-    state_bytes: int | None = None
-    probe_latency_ms: list[float] = field(default_factory=list)
-
-
 ReportKey = tuple[int, int]
 """(batch id, channel): a task that runs again replaces its report instead of adding one."""
 
 
 class ChannelReports(AccumulatorParam):
-    """Accumulates {(batch id, channel): ChannelReport}; the last report of a task wins."""
+    """Accumulates {(batch id, channel): ChannelMetrics}; the last report of a task wins."""
 
-    def zero(self, value: dict[ReportKey, ChannelReport]) -> dict[ReportKey, ChannelReport]:
+    def zero(self, value: dict[ReportKey, ChannelMetrics]) -> dict[ReportKey, ChannelMetrics]:
         return {}
 
     def addInPlace(
-        self, value1: dict[ReportKey, ChannelReport], value2: dict[ReportKey, ChannelReport]
-    ) -> dict[ReportKey, ChannelReport]:
+        self, value1: dict[ReportKey, ChannelMetrics], value2: dict[ReportKey, ChannelMetrics]
+    ) -> dict[ReportKey, ChannelMetrics]:
         value1.update(value2)
         return value1
 
@@ -299,7 +287,7 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             # Bounds the history a fresh working set must replay (after a crash or rescale).
             store.snapshot(keep_snapshots=2)
         finished_ms = time.time() * 1000
-        report = ChannelReport(
+        report = ChannelMetrics(
             channel, records, len(keys), (time.perf_counter() - started) * 1000, len(store), state_bytes(store),
             [finished_ms - sent for sent in probes],
         )
@@ -329,7 +317,7 @@ def run_stage(
     previous_channels: list[int],
     reports: Accumulator,
 ) -> DataFrame:
-    """The stage's result rows for one batch; computing them adds each task's `ChannelReport`
+    """The stage's result rows for one batch; computing them adds each task's `ChannelMetrics`
     to `reports` (an accumulator of `ChannelReports`)."""
     routed = route(deltas, layout, labels).repartition(layout.n_channels, "label")
     return routed.mapInArrow(_applier(spec, layout.to_json(), previous_channels, batch_id, reports), OUTPUT_SCHEMA)

@@ -27,7 +27,7 @@ from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
 from pipelines.dead_letters import split_rejected, write_dead_letters
-from pipelines.elastic_stage import ChannelReport, ChannelReports, StageSpec, placement_labels, run_stage
+from pipelines.elastic_stage import ChannelReports, StageSpec, placement_labels, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.probes import PROBE_KAFKA_KEY
 from pipelines.spark_threads import run_concurrently
@@ -179,7 +179,7 @@ class ElasticStream:
             write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, batch_id)
         return count
 
-    def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list[ChannelReport]:
+    def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list[ChannelMetrics]:
         """Route the deltas and probes, update channel state, write results; each channel's report."""
         # Each DataFrame step is analysed on the driver again, over the whole plan so far, so
         # the stage's input is built in as few steps as possible.
@@ -318,13 +318,9 @@ class ElasticStream:
 
     # -- metrics ---------------------------------------------------------------------------
 
-    def _metrics(self, context: _BatchContext, reports: list[ChannelReport], rejected: int) -> BatchMetrics:
+    def _metrics(self, context: _BatchContext, reports: list[ChannelMetrics], rejected: int) -> BatchMetrics:
         per_channel = {c: ChannelMetrics(channel=c) for c in context.layout.channels}
-        for report in reports:
-            entry = per_channel[report.channel]
-            entry.records, entry.keys_in, entry.proc_ms = report.records, report.keys_in, report.proc_ms
-            entry.state_keys, entry.state_bytes = report.state_keys, report.state_bytes
-            entry.probe_latency_ms.extend(report.probe_latency_ms)
+        per_channel.update({report.channel: report for report in reports})
         elapsed = time.perf_counter() - context.started
         records = sum(c.records for c in per_channel.values())
         return BatchMetrics(
