@@ -204,9 +204,16 @@ class BrokerAlreadyRunning(StackError):
     """`up` was asked while our broker already runs."""
 
 
-def new_cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+def new_cluster_id(random_uuid=uuid.uuid4) -> str:
+    """A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 chars).
+
+    Like Kafka's own `Uuid.randomUuid`, it never starts with '-': the storage tool's
+    argument parser would take such an id for an option (1 draw in 64 does).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(random_uuid().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def ensure_port_free(host: str, port: int) -> None:
