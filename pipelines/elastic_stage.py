@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from elasticity.layout import Layout
 from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
+from pipelines.probes import PROBE_KAFKA_KEY
 from pipelines.streams.metrics import ChannelMetrics
 
 OUTPUT_SCHEMA = T.StructType(
@@ -84,6 +85,17 @@ def deltas_schema() -> T.StructType:
 def with_key_hash(deltas: DataFrame) -> DataFrame:
     """Add Spark's xxhash64 of the key: the same hash elasticity.hashing computes in Python."""
     return deltas.withColumn("key_hash", F.xxhash64("key"))
+
+
+def probe_rows(raw: DataFrame) -> DataFrame:
+    """The batch's probes among the raw Kafka rows, as stage input rows (key = the routing key
+    that sends the probe to its channel, n = 0, probe_sent_ms = when it was sent)."""
+    # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
+    # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
+    probes = raw.where(F.col("key") == F.lit(PROBE_KAFKA_KEY)).selectExpr("CAST(value AS STRING) AS json")
+    return probes.selectExpr(
+        "get_json_object(json, '$.routing_key') AS key", "CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS probe_sent_ms"
+    ).where("key IS NOT NULL AND probe_sent_ms IS NOT NULL").selectExpr("key", "xxhash64(key) AS key_hash", "0L AS n", "probe_sent_ms")
 
 
 _MASK32 = 0xFFFFFFFF

@@ -27,9 +27,8 @@ from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
 from pipelines.dead_letters import split_rejected, write_dead_letters
-from pipelines.elastic_stage import ChannelReports, StageSpec, placement_labels, run_stage
+from pipelines.elastic_stage import ChannelReports, StageSpec, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
-from pipelines.probes import PROBE_KAFKA_KEY
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.control import ControlChannel
 from pipelines.streams.jobs import JobLogic, job_logic
@@ -188,7 +187,7 @@ class ElasticStream:
         reports = self._channel_reports()
         routing_tasks = self.spec.routing_tasks or self.spark.sparkContext.defaultParallelism
         out = run_stage(
-            keyed.unionByName(self._probes(context.raw)).coalesce(routing_tasks), layout, self._labels_for(layout.n_channels), self.stage,
+            keyed.unionByName(probe_rows(context.raw)).coalesce(routing_tasks), layout, self._labels_for(layout.n_channels), self.stage,
             context.batch_id, self._previous_channels(layout), reports,
         )
         results = self._result_rows(out, context.batch_id)
@@ -226,19 +225,6 @@ class ElasticStream:
             return int(total)
         finally:
             late.unpersist()
-
-    def _probes(self, raw: DataFrame) -> DataFrame:
-        """The batch's probes as stage input rows (key = the channel's routing key, n = 0)."""
-        # The micro-batch's own session: its temporary views are where `{raw}` gets registered.
-        return raw.sparkSession.sql(
-            f"""
-            SELECT key, xxhash64(key) AS key_hash, 0L AS n, sent_ms AS probe_sent_ms FROM (
-                SELECT get_json_object(json, '$.routing_key') AS key, CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS sent_ms
-                FROM (SELECT CAST(value AS STRING) AS json FROM {{raw}} WHERE key = X'{PROBE_KAFKA_KEY.hex()}'))
-            WHERE key IS NOT NULL AND sent_ms IS NOT NULL
-            """,
-            raw=raw,
-        )
 
     def _archive(self, good: DataFrame, batch_id: int) -> None:
         bronze = self.logic.bronze(good).withColumn("batch_id", F.lit(batch_id))

@@ -36,3 +36,26 @@ def test_jvm_route_equals_layout_lookup_and_places_each_channel_alone(spark, cha
     by_partition = {r.p: r.channel for r in placed.collect()}
     assert sorted(by_partition) == list(range(layout.n_channels))
     assert [by_partition[p] for p in range(layout.n_channels)] == list(layout.channels)
+
+
+def _physical_plan(frame) -> str:
+    return frame._sc._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "simple")
+
+
+def test_probe_rows_are_the_parsed_probes_read_from_the_cached_batch(spark, tmp_path):
+    from pipelines.elastic_stage import probe_rows
+    from pipelines.probes import PROBE_KAFKA_KEY
+
+    probe = b'{"channel": 2, "routing_key": "w7", "sent_ms": 1700000000000, "epoch": 0}'
+    rows = [(PROBE_KAFKA_KEY, probe), (b"user", b"w7 w8"), (PROBE_KAFKA_KEY, b'{"channel": 1}'), (None, b"w9")]
+    spark.createDataFrame(rows, "key binary, value binary").write.parquet(str(tmp_path / "raw"))
+    raw = spark.read.parquet(str(tmp_path / "raw")).persist()
+    try:
+        probes = probe_rows(raw)
+        got = [(r.key, r.n, r.probe_sent_ms) for r in probes.collect()]
+        assert got == [("w7", 0, 1700000000000)]
+        # A plan that reads the files again would read the whole micro-batch from Kafka twice.
+        plan = _physical_plan(probes)
+        assert "InMemoryTableScan" in plan and "FileScan" not in plan.split("InMemoryRelation")[0], plan
+    finally:
+        raw.unpersist()
