@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elasticity.hashing import hash_str
 from elasticity.layout import Layout
@@ -26,6 +28,28 @@ def test_fold_keeps_the_last_write_and_drops_deletions() -> None:
     assert _rows(fold_entries([first, second])) == [(1, "a", b"9"), (5, "c", b"3")]
     assert _rows(fold_entries([first, second, third])) == [(1, "a", b"9"), (5, "b", b"7"), (5, "c", b"3")]
     assert fold_entries([]).num_rows == 0
+
+
+_WRITES = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", "c"]), st.one_of(st.none(), st.binary(max_size=2))),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WRITES, max_size=4))
+def test_fold_equals_replaying_every_write_in_order(changelogs) -> None:
+    # Four hashes and three keys: two keys often share a hash, and a one-row or already
+    # hash-ordered file takes the fold's no-sort path.
+    model: dict[tuple[int, str], bytes] = {}
+    for changelog in changelogs:
+        for hash_, key, value in changelog:
+            if value is None:
+                model.pop((hash_, key), None)
+            else:
+                model[(hash_, key)] = value
+    tables = [entries_table([h for h, _, _ in c], [k for _, k, _ in c], [v for _, _, v in c]) for c in changelogs]
+    assert _rows(fold_entries(tables)) == [(h, k, v) for (h, k), v in sorted(model.items())]
 
 
 def test_reopening_sees_batches_other_processes_wrote(tmp_path: Path) -> None:
