@@ -41,9 +41,14 @@ def _prefix(key_hash: int) -> bytes:
     return (key_hash + (1 << 63)).to_bytes(8, "big")
 
 
-def _encode_keys(hashes: np.ndarray, keys: list[str]) -> list[bytes]:
+def _encode_keys(entries: pa.Table) -> list[bytes]:
+    """RocksDB keys of the rows: the order-preserving 8-byte hash prefix, then the UTF-8 key
+    (joined in Arrow: a Python loop over the keys cost 3x more)."""
+    hashes = entries["hash"].to_numpy()
     prefixes = (np.asarray(hashes, dtype=np.int64).view(np.uint64) ^ _SIGN).astype(">u8").tobytes()
-    return [prefixes[8 * i : 8 * i + 8] + k.encode("utf-8") for i, k in enumerate(keys)]
+    prefix_array = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(hashes), [None, pa.py_buffer(prefixes)])
+    keys = entries["key"].combine_chunks().cast(pa.binary())
+    return pc.binary_join_element_wise(prefix_array.cast(pa.binary()), keys, b"").to_pylist()
 
 
 def _decode_hashes(rkeys: list[bytes]) -> np.ndarray:
@@ -93,17 +98,20 @@ class RocksStore(StateStore):
             for start, end in vacated:
                 batch.delete_range(_prefix(start), _prefix(end + 1) if end < _MAX_HASH else _PAST_LAST_ENTRY)
             changes = changes.filter(pc.is_valid(changes["value"]))
-        rkeys = _encode_keys(changes["hash"].to_numpy(), changes["key"].to_pylist())
-        # The changelog applies in order, so a key's last change is its outcome.
-        final = dict(zip(rkeys, changes["value"].to_pylist()))
-        for rkey, value in final.items():
+        changed = zip(_encode_keys(changes), changes["value"].to_pylist())
+        count = self._count()
+        if declared is None:
+            # The changelog applies in order, so a key's last change is its outcome.
+            final = dict(changed)
+            declared, changed = self._count_change(final, count), final.items()
+        # A write batch applies in order too: repeated keys need no dedupe here.
+        for rkey, value in changed:
             if value is None:
                 batch.delete(rkey)
             else:
                 batch.put(rkey, value)
         batch.put(_META_KEY, _META.pack(version.batch, version.migration))
-        count = self._count()
-        batch.put(_COUNT_KEY, _COUNT.pack(count + (declared if declared is not None else self._count_change(final, count))))
+        batch.put(_COUNT_KEY, _COUNT.pack(count + declared))
         self.db.write(batch)
 
     def _count_change(self, final: dict[bytes, bytes | None], count: int) -> int:
@@ -130,7 +138,7 @@ class RocksStore(StateStore):
     def _replace(self, entries: pa.Table, version: Version) -> None:
         batch = WriteBatch(raw_mode=True)
         batch.delete_range(_FIRST_ENTRY, _PAST_LAST_ENTRY)
-        rkeys = _encode_keys(entries["hash"].to_numpy(), entries["key"].to_pylist())
+        rkeys = _encode_keys(entries)
         for rkey, value in zip(rkeys, entries["value"].to_pylist()):
             batch.put(rkey, value)
         batch.put(_META_KEY, _META.pack(version.batch, version.migration))
