@@ -92,6 +92,7 @@ def rescale_command(
     chunk_lines: int = typer.Option(200, help="Lines the first batch after the rescale processes (both systems)."),
     trigger: float = typer.Option(0.5, help="Micro-batch trigger interval of both queries, seconds."),
     workdir: Optional[Path] = typer.Option(None, help="Folder for checkpoints and state (default: a temporary one)."),
+    repetitions: int = typer.Option(1, min=1, help="Runs of each system per size; figures are each system's median-pause run."),
     config: ConfigOption = None,
 ) -> None:
     """Online rescale pause vs stop → offline repartition → restart, per state size (JSON + PNG)."""
@@ -106,18 +107,20 @@ def rescale_command(
         with tempfile.TemporaryDirectory(prefix="esp-bench-rescale-") as scratch, bench_broker(settings, bootstrap) as servers:
             options = RescaleOptions(
                 keys=sizes, from_channels=from_channels, to_channels=to_channels, chunk_lines=chunk_lines,
-                trigger_seconds=trigger, workdir=str(workdir or scratch),
+                trigger_seconds=trigger, workdir=str(workdir or scratch), repetitions=repetitions,
             )
             spark = bench_spark(settings, from_channels)
             with _progress() as progress:
-                task = progress.add_task("rescale benchmark", total=STEPS_PER_SIZE * len(sizes))
+                task = progress.add_task("rescale benchmark", total=STEPS_PER_SIZE * len(sizes) * repetitions)
 
                 def step(description: str) -> None:
                     progress.update(task, advance=1, description=description)
 
                 results = run_rescale_benchmark(spark, servers, options, step)
     results["targets"] = {"pause_ratio_at_largest": PAUSE_RATIO_TARGET, "moved_over_ideal": MOVED_OVER_IDEAL_TARGET}
-    results["command"] = f"esp bench rescale --keys {keys} --from {from_channels} --to {to_channels} --json {json_out}"
+    results["command"] = (
+        f"esp bench rescale --keys {keys} --from {from_channels} --to {to_channels} --repetitions {repetitions} --json {json_out}"
+    )
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(results, indent=2, default=str))
     png = png_out if png_out is not None else json_out.with_suffix(".png")

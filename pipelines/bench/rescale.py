@@ -77,6 +77,9 @@ class RescaleOptions:
     """Lines of the chunk the first batch after the rescale (and the next one) processes."""
     timeout_s: float = 1800.0
     """Upper bound for any single wait (warm-up of the largest size included)."""
+    repetitions: int = 1
+    """Runs of each system per size; the figures are those of each system's median-pause run
+    (one pause moves by ±20% between runs on a busy 2-core machine)."""
     workdir: str = ".esp/bench/rescale"
     """Folder for the queries' checkpoints, state and results."""
 
@@ -84,8 +87,16 @@ class RescaleOptions:
 @dataclass
 class SizeResult:
     keys: int
-    esp: dict[str, Any] = field(default_factory=dict)
-    native: dict[str, Any] = field(default_factory=dict)
+    esp_runs: list[dict[str, Any]] = field(default_factory=list)
+    native_runs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def esp(self) -> dict[str, Any]:
+        return _median_run(self.esp_runs)
+
+    @property
+    def native(self) -> dict[str, Any]:
+        return _median_run(self.native_runs)
 
     def summary(self) -> dict[str, Any]:
         esp_pause, native_pause = self.esp.get("pause_s"), self.native.get("pause_s")
@@ -107,9 +118,24 @@ class SizeResult:
             "native_excess_pause_s": native_excess,
             "esp_migration_s": (self.esp.get("migration_ms") or 0) / 1000 or None,
             "native_repartition_s": self.native.get("repartition_s"),
-            "esp_correct": self.esp.get("correctness", {}).get("ok"),
-            "native_correct": self.native.get("correctness", {}).get("ok"),
+            "esp_correct": _all_correct(self.esp_runs),
+            "native_correct": _all_correct(self.native_runs),
+            "esp_pauses_s": [run.get("pause_s") for run in self.esp_runs],
+            "native_pauses_s": [run.get("pause_s") for run in self.native_runs],
         }
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose pause is the median (the lower one of an even count: a real run)."""
+    timed = sorted((run for run in runs if run.get("pause_s") is not None), key=lambda run: run["pause_s"])
+    if not timed:
+        return runs[0] if runs else {}
+    return timed[(len(timed) - 1) // 2]
+
+
+def _all_correct(runs: list[dict[str, Any]]) -> bool | None:
+    checks = [run.get("correctness", {}).get("ok") for run in runs]
+    return None if not checks or None in checks else all(checks)
 
 
 def _excess(pause: float | None, normal: float | None) -> float | None:
@@ -305,8 +331,13 @@ def run_rescale_benchmark(
     sizes = []
     for keys in options.keys:
         size = SizeResult(keys)
-        size.esp = run_esp(spark, bootstrap, keys, options, lambda s, k=keys: step(f"{k:,} keys — {s}"))
-        size.native = run_native(spark, bootstrap, keys, options, lambda s, k=keys: step(f"{k:,} keys — {s}"))
+        for rep in range(options.repetitions):
+            label = lambda s, k=keys, r=rep: step(f"{k:,} keys, run {r + 1} — {s}")  # noqa: E731
+            runs = [("esp", lambda: size.esp_runs.append(run_esp(spark, bootstrap, keys, options, label))),
+                    ("native", lambda: size.native_runs.append(run_native(spark, bootstrap, keys, options, label)))]
+            # Alternate which system goes first, so neither always follows the other's load.
+            for _, run in runs if rep % 2 == 0 else runs[::-1]:
+                run()
         sizes.append(size)
     return {
         "benchmark": "rescale",
@@ -318,5 +349,5 @@ def run_rescale_benchmark(
 
 
 STEPS_PER_SIZE = 8
-"""`step` calls per size, for progress bars: esp and native each report 2 warm-up steps, the
+"""`step` calls per size and repetition, for progress bars: esp and native each report 2 warm-up steps, the
 rescale and the check."""
