@@ -26,7 +26,7 @@ from elasticity.migration import Migrator
 from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
-from pipelines.dead_letters import split_rejected, write_dead_letters
+from pipelines.dead_letters import rejected_count, split_counting_rejected, write_dead_letters
 from pipelines.elastic_stage import ChannelReports, StageSpec, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.spark_threads import run_concurrently
@@ -153,10 +153,9 @@ class ElasticStream:
     def _run_batch(self, raw: DataFrame, context: _BatchContext) -> BatchMetrics:
         parsed = self.logic.parse(raw).persist()
         try:
-            good, rejected = split_rejected(parsed)
+            good, rejected, counted = split_counting_rejected(parsed)
             plan = self.logic.plan(good, context.batch_id)
             actions = {
-                "dead_letters": lambda: self._dead_letters(rejected, context.batch_id),
                 "late": lambda: self._write_late(plan.late, context.batch_id),
                 "stage": lambda: self._run_stage(plan.deltas, context),
             }
@@ -164,16 +163,18 @@ class ElasticStream:
                 actions["archive"] = lambda: self._archive(good, context.batch_id)
             outputs, phase_ms = run_concurrently(actions)
             plan.finish()
+            started = time.perf_counter()
+            dead_letters = self._dead_letters(rejected_count(counted, rejected), rejected, context.batch_id)
+            phase_ms["dead_letters"] = (time.perf_counter() - started) * 1000
         finally:
             parsed.unpersist()
-        metrics = self._metrics(context, outputs["stage"], outputs["dead_letters"])
+        metrics = self._metrics(context, outputs["stage"], dead_letters)
         metrics.late_records = outputs["late"]
         metrics.phase_ms = {**context.phase_ms, **phase_ms}
         return metrics
 
-    def _dead_letters(self, rejected: DataFrame, batch_id: int) -> int:
-        """Publish the batch's rejected records to the dead-letter topic; how many there were."""
-        count = rejected.count()
+    def _dead_letters(self, count: int, rejected: DataFrame, batch_id: int) -> int:
+        """Publish the batch's `count` rejected records to the dead-letter topic; the count."""
         if count:
             write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, batch_id)
         return count
