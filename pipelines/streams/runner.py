@@ -151,10 +151,14 @@ class ElasticStream:
         self._publish(metrics)
 
     def _run_batch(self, raw: DataFrame, context: _BatchContext) -> BatchMetrics:
-        parsed = self.logic.parse(raw).persist()
+        parsed = self.logic.parse(raw)
         try:
             good, rejected, counted = split_counting_rejected(parsed)
             plan = self.logic.plan(good, context.batch_id)
+            if self.spec.archive_input or plan.late is not None:
+                # Cached only for several readers: filling the cache cost a 500k-line batch
+                # ~1 s, more than parsing the cached raw rows again (rejected rows are rare).
+                parsed.persist()
             actions = {
                 "late": lambda: self._write_late(plan.late, context.batch_id),
                 "stage": lambda: self._run_stage(plan.deltas, context),
