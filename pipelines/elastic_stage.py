@@ -82,9 +82,19 @@ def deltas_schema() -> T.StructType:
     )
 
 
+KEY_HASH_SQL = "xxhash64(key) AS key_hash"
+"""Spark's xxhash64 of the key: the same hash elasticity.hashing computes in Python."""
+
+
 def with_key_hash(deltas: DataFrame) -> DataFrame:
-    """Add Spark's xxhash64 of the key: the same hash elasticity.hashing computes in Python."""
-    return deltas.withColumn("key_hash", F.xxhash64("key"))
+    """Add the key's hash (`KEY_HASH_SQL`)."""
+    return deltas.withColumn("key_hash", F.expr(KEY_HASH_SQL))
+
+
+def keyed_rows(deltas: DataFrame) -> DataFrame:
+    """The batch's pre-aggregated (key, n) deltas as stage input rows (no probe time)."""
+    # One step: each DataFrame step is analysed on the driver again, over the whole plan so far.
+    return deltas.selectExpr("key", KEY_HASH_SQL, "n", "CAST(NULL AS BIGINT) AS probe_sent_ms")
 
 
 def probe_rows(raw: DataFrame) -> DataFrame:
@@ -95,7 +105,7 @@ def probe_rows(raw: DataFrame) -> DataFrame:
     probes = raw.where(F.col("key") == F.lit(PROBE_KAFKA_KEY)).selectExpr("CAST(value AS STRING) AS json")
     return probes.selectExpr(
         "get_json_object(json, '$.routing_key') AS key", "CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS probe_sent_ms"
-    ).where("key IS NOT NULL AND probe_sent_ms IS NOT NULL").selectExpr("key", "xxhash64(key) AS key_hash", "0L AS n", "probe_sent_ms")
+    ).where("key IS NOT NULL AND probe_sent_ms IS NOT NULL").selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")
 
 
 _MASK32 = 0xFFFFFFFF

@@ -48,22 +48,24 @@ def fold_entries(tables: list[pa.Table]) -> pa.Table:
     if table.num_rows == 0:
         return empty_entries()
     hashes = table["hash"].to_numpy()
-    if len(hashes) < 2 or bool((hashes[:-1] < hashes[1:]).all()):
+    if bool((hashes[:-1] < hashes[1:]).all()):
         # One hash-ordered file (esp writes them so): every key occurs once, in order.
-        alive = table["value"].is_valid()
-        return (table if pc.all(alive).as_py() else table.filter(alive)).select(ENTRY_SCHEMA.names).cast(ENTRY_SCHEMA)
-    # A stable sort on the int64 hash keeps each key's writes in changelog order and is
-    # several times faster than Arrow's sort on (hash, key string, seq). Only two distinct
-    # keys with one hash (a 64-bit collision) need the key in the sort.
-    order = np.argsort(hashes, kind="stable")
-    ordered = table.take(pa.array(order))
-    superseded = _same_as_next(ordered, hashes[order])
-    if superseded is None:
-        ordered = table.take(pc.sort_indices(table.append_column("seq", pa.array(np.arange(table.num_rows))),
-                                             sort_keys=[("hash", "ascending"), ("key", "ascending"), ("seq", "ascending")]))
-        superseded = _same_as_next(ordered, ordered["hash"].to_numpy(), collisions_ok=True)
+        ordered, superseded = table, np.zeros(len(hashes), dtype=bool)
+    else:
+        # A stable sort on the int64 hash keeps each key's writes in changelog order and is
+        # several times faster than Arrow's sort on (hash, key string, seq). Only two distinct
+        # keys with one hash (a 64-bit collision) need the key in the sort.
+        order = np.argsort(hashes, kind="stable")
+        ordered = table.take(pa.array(order))
+        superseded = _same_as_next(ordered, hashes[order])
+        if superseded is None:
+            seq = pa.array(np.arange(table.num_rows))
+            sort_keys = [("hash", "ascending"), ("key", "ascending"), ("seq", "ascending")]
+            ordered = table.take(pc.sort_indices(table.append_column("seq", seq), sort_keys=sort_keys))
+            superseded = _same_as_next(ordered, ordered["hash"].to_numpy(), collisions_ok=True)
     alive = ~superseded & ordered["value"].is_valid().to_numpy()
-    return ordered.filter(pa.array(alive)).select(ENTRY_SCHEMA.names).cast(ENTRY_SCHEMA)
+    kept = ordered if alive.all() else ordered.filter(pa.array(alive))
+    return kept.select(ENTRY_SCHEMA.names).cast(ENTRY_SCHEMA)
 
 
 def _same_as_next(ordered: pa.Table, hashes: np.ndarray, collisions_ok: bool = False) -> np.ndarray | None:

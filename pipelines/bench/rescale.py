@@ -333,10 +333,10 @@ def run_rescale_benchmark(
         size = SizeResult(keys)
         for rep in range(options.repetitions):
             label = lambda s, k=keys, r=rep: step(f"{k:,} keys, run {r + 1} — {s}")  # noqa: E731
-            runs = [("esp", lambda: size.esp_runs.append(run_esp(spark, bootstrap, keys, options, label))),
-                    ("native", lambda: size.native_runs.append(run_native(spark, bootstrap, keys, options, label)))]
+            runs = [lambda: size.esp_runs.append(run_esp(spark, bootstrap, keys, options, label)),
+                    lambda: size.native_runs.append(run_native(spark, bootstrap, keys, options, label))]
             # Alternate which system goes first, so neither always follows the other's load.
-            for _, run in runs if rep % 2 == 0 else runs[::-1]:
+            for run in runs if rep % 2 == 0 else runs[::-1]:
                 run()
         sizes.append(size)
     return {

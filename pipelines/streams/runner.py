@@ -27,7 +27,7 @@ from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected, write_dead_letters
-from pipelines.elastic_stage import ChannelReports, StageSpec, placement_labels, probe_rows, run_stage
+from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.control import ControlChannel
@@ -168,7 +168,9 @@ class ElasticStream:
             outputs, phase_ms = run_concurrently(actions)
             plan.finish()
             started = time.perf_counter()
-            dead_letters = self._dead_letters(rejected_count(counted, rejected), rejected, context.batch_id)
+            dead_letters = rejected_count(counted, rejected)
+            if dead_letters:
+                write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, context.batch_id)
             phase_ms["dead_letters"] = (time.perf_counter() - started) * 1000
         finally:
             parsed.unpersist()
@@ -177,22 +179,13 @@ class ElasticStream:
         metrics.phase_ms = {**context.phase_ms, **phase_ms}
         return metrics
 
-    def _dead_letters(self, count: int, rejected: DataFrame, batch_id: int) -> int:
-        """Publish the batch's `count` rejected records to the dead-letter topic; the count."""
-        if count:
-            write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, batch_id)
-        return count
-
     def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list[ChannelMetrics]:
         """Route the deltas and probes, update channel state, write results; each channel's report."""
-        # Each DataFrame step is analysed on the driver again, over the whole plan so far, so
-        # the stage's input is built in as few steps as possible.
-        keyed = deltas.selectExpr("key", "xxhash64(key) AS key_hash", "n", "CAST(NULL AS BIGINT) AS probe_sent_ms")
         layout = context.layout
         reports = self._channel_reports()
         routing_tasks = self.spec.routing_tasks or self.spark.sparkContext.defaultParallelism
         out = run_stage(
-            keyed.unionByName(probe_rows(context.raw)).coalesce(routing_tasks), layout, self._labels_for(layout.n_channels), self.stage,
+            keyed_rows(deltas).unionByName(probe_rows(context.raw)).coalesce(routing_tasks), layout, self._labels_for(layout.n_channels), self.stage,
             context.batch_id, self._previous_channels(layout), reports,
         )
         results = self._result_rows(out, context.batch_id)
