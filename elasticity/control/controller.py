@@ -8,7 +8,8 @@ period. The order of reasoning follows Gedik's flowchart:
 1. cooldown / warm-up: no decision while the last rescale settles or the windows refill;
 2. detect a workload change from congestion flips and throughput changes between the last and
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
-   history below), then record (throughput, congested) for the current level;
+   history below), or from an input rate that fell well below what a lower level processed
+   while congested; then record (throughput, congested) for the current level;
 3. congested: a minority of channels overloaded while the rest are fine is key skew, so split
    the hottest one; otherwise P5 (remote congestion: the level above did not raise throughput
    over the level below, go back down) or P1 (scale up, unless history at the higher level shows
@@ -122,6 +123,23 @@ def detect_workload_change(
     return "unknown"
 
 
+def input_fell_below_congested_levels(
+    history: dict[int, LevelRecord], level: int, input_rate_rps: float, change_factor: float
+) -> bool:
+    """P4 seen through the input rate: a lower level was congested while processing more than
+    the input now brings (beyond the change factor), so the workload that congested it is gone.
+
+    Gedik detects a fall only between consecutive observations; a load that falls while a
+    rescale settles (no observation during warm-up) would otherwise keep the lower level's
+    congested record, and with it the stage, at the higher level for good.
+    """
+    return any(
+        rec.congested and input_rate_rps < rec.throughput_rps * (1 - change_factor)
+        for lvl, rec in history.items()
+        if lvl < level
+    )
+
+
 def forget_history(history: dict[int, LevelRecord], level: int, change: WorkloadChange) -> dict[int, LevelRecord]:
     """P3: the workload rose, so records above the level are stale; P4: it fell, records below are."""
     if change == "up":
@@ -170,6 +188,10 @@ class ScalingController:
             steady,
             self.options.throughput_change_factor,
         )
+        if change == "unknown" and not congested and input_fell_below_congested_levels(
+            state.history, level, evaluation.recent_max_input_rate_rps, self.options.throughput_change_factor
+        ):
+            change = "down"
         history = forget_history(state.history, level, change)
         history[level] = LevelRecord(throughput_rps=throughput, congested=congested, time_s=now_s)
 

@@ -95,7 +95,8 @@ class ControllerOptions(_Options):
         0.15,
         gt=0,
         lt=1,
-        description="P3/P4: a relative throughput change above this at the same level is a workload change.",
+        description="P3/P4: a relative throughput change above this at the same level is a workload change, "
+        "and so is an input rate this far below what a lower level processed while congested.",
     )
     min_gain_factor: float = Field(
         0.1,

@@ -118,7 +118,9 @@ def wait_for_run(port: int, job: str, action: str, processes: list[subprocess.Po
         if done:
             return done[0]
         time.sleep(3)
-    raise AssertionError(f"no successful {action} run within {timeout_s:.0f} s; runs: {rescale_runs(port, job)}")
+    sensor = job.removesuffix("_resize_job") + "_elasticity"
+    recent = [t["skipReason"] for t in sensor_ticks(port, sensor)[:8]]  # newest first: why the sensor held
+    raise AssertionError(f"no successful {action} run within {timeout_s:.0f} s; runs: {rescale_runs(port, job)}; last ticks: {recent}")
 
 
 def wait_for_batches(checkpoint: str, at_least: int, process: subprocess.Popen, timeout_s: float = 300) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,6 +132,22 @@ def test_p4_throughput_fall_at_the_same_level_forgets_history_below():
     assert set(new_state.history) == {lvl(8), lvl(12)}
     # The congested records of 4 and 6 channels are gone, so P2 may go down to 6 (3000/0.7/1000 = 4.3 -> 6).
     assert decision.action == "scale_in" and decision.to_channels == 6 and "P4" in decision.reason
+
+
+@pytest.mark.parametrize(("input_rps", "forgotten"), [(20.0, True), (210.0, False)])
+def test_p4_an_input_fall_during_a_rescale_forgets_the_congested_level_below(input_rps, forgotten):
+    # 1 channel was congested at 230 rec/s and the stage went to 2. If the input then fell to 20
+    # rec/s while the rescale settled, no observation saw the fall; at 210 rec/s, 1 channel would
+    # still be congested and its record must stay.
+    history = {1: (230.0, True)}
+    last = Observation(level=lvl(2), channels=2, throughput_rps=input_rps, congested=False, time_s=99.0)
+    state = state_with(history, last=last, reference_throughput_rps=input_rps, channel_capacity_rps=230.0)
+    new_state, decision = controller().decide(state, make_evaluation(2, throughput_rps=input_rps), 100.0)
+    assert (lvl(1) not in new_state.history) == forgotten
+    if forgotten:
+        assert decision.action == "scale_in" and decision.to_channels == 1 and "P4" in decision.reason
+    else:
+        assert decision.action == "none"
 
 
 # ------------------------------------------------------------------ split / merge
