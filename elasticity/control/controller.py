@@ -8,8 +8,8 @@ period. The order of reasoning follows Gedik's flowchart:
 1. cooldown / warm-up: no decision while the last rescale settles or the windows refill;
 2. detect a workload change from congestion flips and throughput changes between the last and
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
-   history below), or from an input rate that fell well below what a lower level processed
-   while congested; then record (throughput, congested) for the current level;
+   history below), or from an input rate well below the one under which a lower level was
+   congested; then record (throughput, congested, input rate) for the current level;
 3. congested: a minority of channels overloaded while the rest are fine is key skew, so split
    the hottest one; otherwise P5 (remote congestion: the level above did not raise throughput
    over the level below, go back down) or P1 (scale up, unless history at the higher level shows
@@ -44,6 +44,7 @@ class LevelRecord(BaseModel):
     throughput_rps: float
     congested: bool
     time_s: float
+    input_rps: float = Field(0.0, description="The input rate when recorded (0: unknown, as in older cursors).")
 
 
 class Observation(BaseModel):
@@ -126,15 +127,15 @@ def detect_workload_change(
 def input_fell_below_congested_levels(
     history: dict[int, LevelRecord], level: int, input_rate_rps: float, change_factor: float
 ) -> bool:
-    """P4 seen through the input rate: a lower level was congested while processing more than
-    the input now brings (beyond the change factor), so the workload that congested it is gone.
+    """P4 seen through the input rate: a lower level was congested under an input rate that has
+    since fallen by more than the change factor, so the workload that congested it is gone.
 
     Gedik detects a fall only between consecutive observations; a load that falls while a
     rescale settles (no observation during warm-up) would otherwise keep the lower level's
     congested record, and with it the stage, at the higher level for good.
     """
     return any(
-        rec.congested and input_rate_rps < rec.throughput_rps * (1 - change_factor)
+        rec.congested and input_rate_rps < rec.input_rps * (1 - change_factor)
         for lvl, rec in history.items()
         if lvl < level
     )
@@ -193,7 +194,9 @@ class ScalingController:
         ):
             change = "down"
         history = forget_history(state.history, level, change)
-        history[level] = LevelRecord(throughput_rps=throughput, congested=congested, time_s=now_s)
+        history[level] = LevelRecord(
+            throughput_rps=throughput, congested=congested, time_s=now_s, input_rps=evaluation.input_rate_rps
+        )
 
         reference = state.reference_throughput_rps
         if state.last is None or state.last.level != level or state.last.channels != channels or change != "unknown":
@@ -201,7 +204,11 @@ class ScalingController:
         if reference is None and steady:
             reference = throughput
 
-        capacity = measured_capacity(evaluation) if congested else state.channel_capacity_rps
+        capacity = state.channel_capacity_rps
+        if congested and (measured := measured_capacity(evaluation)) > 0:
+            # Nothing processed in the window (a long first batch still running) says nothing
+            # about capacity; a zero would disable P6 and P2's estimate until the next congestion.
+            capacity = measured
         state = state.model_copy(
             update={
                 "history": history,

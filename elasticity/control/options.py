@@ -96,7 +96,7 @@ class ControllerOptions(_Options):
         gt=0,
         lt=1,
         description="P3/P4: a relative throughput change above this at the same level is a workload change, "
-        "and so is an input rate this far below what a lower level processed while congested.",
+        "and so is an input rate this far below the one under which a lower level was congested.",
     )
     min_gain_factor: float = Field(
         0.1,

@@ -134,20 +134,29 @@ def test_p4_throughput_fall_at_the_same_level_forgets_history_below():
     assert decision.action == "scale_in" and decision.to_channels == 6 and "P4" in decision.reason
 
 
-@pytest.mark.parametrize(("input_rps", "forgotten"), [(20.0, True), (210.0, False)])
+@pytest.mark.parametrize(("input_rps", "forgotten"), [(20.0, True), (280.0, False)])
 def test_p4_an_input_fall_during_a_rescale_forgets_the_congested_level_below(input_rps, forgotten):
-    # 1 channel was congested at 230 rec/s and the stage went to 2. If the input then fell to 20
-    # rec/s while the rescale settled, no observation saw the fall; at 210 rec/s, 1 channel would
-    # still be congested and its record must stay.
-    history = {1: (230.0, True)}
+    # 1 channel was congested under 294 rec/s before its first loaded batch had finished (0
+    # rec/s processed), and the stage went to 2. If the input fell to 20 rec/s while the
+    # rescale settled, no observation saw the fall; at 280 rec/s the record must stay.
+    congested_at_one = LevelRecord(throughput_rps=0.0, congested=True, time_s=0.0, input_rps=294.0)
     last = Observation(level=lvl(2), channels=2, throughput_rps=input_rps, congested=False, time_s=99.0)
-    state = state_with(history, last=last, reference_throughput_rps=input_rps, channel_capacity_rps=230.0)
-    new_state, decision = controller().decide(state, make_evaluation(2, throughput_rps=input_rps), 100.0)
+    state = ControllerState(history={lvl(1): congested_at_one}, last=last, reference_throughput_rps=input_rps)
+    ev = make_evaluation(2, throughput_rps=input_rps, underloaded=range(2))
+    new_state, decision = controller().decide(state, ev, 100.0)
     assert (lvl(1) not in new_state.history) == forgotten
     if forgotten:
         assert decision.action == "scale_in" and decision.to_channels == 1 and "P4" in decision.reason
     else:
-        assert decision.action == "none"
+        assert decision.action == "none" and "history" in decision.reason
+
+
+def test_a_congested_window_that_processed_nothing_keeps_the_capacity_estimate():
+    ev = make_evaluation(1, congested=True, overloaded=[0], throughput_rps=0.0, input_rate_rps=294.0)
+    for known in (None, 230.0):
+        new_state, decision = controller().decide(state_with(channel_capacity_rps=known), ev, 100.0)
+        assert new_state.channel_capacity_rps == known
+        assert decision.action == "scale_out"
 
 
 # ------------------------------------------------------------------ split / merge
