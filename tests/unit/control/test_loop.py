@@ -96,6 +96,28 @@ def test_control_step_is_the_pure_form_for_a_sensor():
     assert [t for t, d in enumerate(decisions) if d.action == "scale_out"] == [2, 7]
 
 
+def test_a_load_that_falls_while_a_scale_out_settles_is_scaled_back_in():
+    # 1 channel overloaded under 294 rec/s before its first loaded batch finished (nothing
+    # processed yet); then at 2 channels the backlog drains and only 20 rec/s arrive.
+    options = ControlOptions(controller=ControllerOptions(max_channels=6, cooldown_s=5.0))
+    one = [make_snapshot(float(t), [2.0 + 2 * t], [0.0], input_rate_rps=294.0, lag=1500.0 * (t + 1)) for t in range(6)]
+    drain = [
+        make_snapshot(6.0 + t, [8.0 - 3 * t] * 2, [190.0] * 2, input_rate_rps=20.0, lag=4000.0 / (t + 1), layout_epoch=1)
+        for t in range(2)
+    ]
+    low = [make_snapshot(8.0 + t, [0.2] * 2, [10.0] * 2, input_rate_rps=20.0, layout_epoch=1) for t in range(40)]
+    state = LoopState.from_json(None, options)
+    rescales = []
+    for snapshot in one + drain + low:
+        if rescales and snapshot.layout_epoch == 0:
+            continue  # the scale-out happened: the stream moves on to 2 channels
+        state, _, decision = control_step(options, state, snapshot, snapshot.time_s)
+        if decision.is_rescale:
+            rescales.append((decision.action, decision.from_channels, decision.to_channels))
+    # (The script stays at 2 channels after the scale-in, so only the first two count.)
+    assert rescales[:2] == [("scale_out", 1, 2), ("scale_in", 2, 1)]
+
+
 def test_clocks():
     clock = ManualClock(10.0)
     assert clock.advance(2.5) == 12.5
