@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 
 from elasticity.layout import Layout
 from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
-from pipelines.probes import PROBE_KAFKA_KEY
+from pipelines.probes import is_probe
 from pipelines.streams.metrics import ChannelMetrics
 
 OUTPUT_SCHEMA = T.StructType(
@@ -102,7 +102,7 @@ def probe_rows(raw: DataFrame) -> DataFrame:
     that sends the probe to its channel, n = 0, probe_sent_ms = when it was sent)."""
     # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
     # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
-    probes = raw.where(F.col("key") == F.lit(PROBE_KAFKA_KEY)).selectExpr("CAST(value AS STRING) AS json")
+    probes = raw.where(is_probe()).selectExpr("CAST(value AS STRING) AS json")
     return probes.selectExpr(
         "get_json_object(json, '$.routing_key') AS key", "CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS probe_sent_ms"
     ).where("key IS NOT NULL AND probe_sent_ms IS NOT NULL").selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")

@@ -14,12 +14,19 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 
 from elasticity.hashing import hash_strings
 from elasticity.layout import Layout
 
 PROBE_KAFKA_KEY = b"__esp_probe__"
 _CANDIDATES_PER_ROUND = 4096
+
+
+def is_probe() -> Column:
+    """True on the Kafka rows that are probes: the one test every parser and the stage share."""
+    return F.col("key").isNotNull() & (F.col("key") == F.lit(PROBE_KAFKA_KEY))
 
 
 @dataclass(frozen=True)

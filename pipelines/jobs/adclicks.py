@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.dead_letters import REJECT, basic_value_checks, first_reason
-from pipelines.jobs.wordcount import is_probe
+from pipelines.probes import is_probe
 
 EVENT_TYPES = ("view", "click", "purchase")
 STRING_FIELDS = ("event_id", "user_id", "page_id", "ad_id", "campaign_id", "ad_type", "event_type")

@@ -6,17 +6,13 @@ so the three can only differ in how they keep state.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipelines.dead_letters import REJECT, basic_value_checks, first_reason
-from pipelines.probes import PROBE_KAFKA_KEY
+from pipelines.probes import is_probe
 
 MAX_WORD_CHARS = 200
-
-
-def is_probe() -> Column:
-    return F.col("key").isNotNull() & (F.col("key") == F.lit(PROBE_KAFKA_KEY))
 
 
 def parse_lines(raw: DataFrame) -> DataFrame:
