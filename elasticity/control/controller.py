@@ -70,7 +70,9 @@ class ControllerState(BaseModel):
         None, description="Steady throughput at the current level since it was entered or the workload last changed."
     )
     channel_capacity_rps: float | None = Field(
-        None, description="Records/s one saturated channel processes, measured at the last congestion."
+        None,
+        description="Records/s one saturated channel processes: measured at the last congestion, raised to any "
+        "higher per-channel throughput seen since.",
     )
     cooldown_until_s: float | None = Field(None, description="No decision before this clock time.")
     decisions: int = Field(0, description="Rescale decisions taken so far.")
@@ -209,6 +211,11 @@ class ScalingController:
             # Nothing processed in the window (a long first batch still running) says nothing
             # about capacity; a zero would disable P6 and P2's estimate until the next congestion.
             capacity = measured
+        demonstrated = throughput / max(1, channels)
+        if capacity and demonstrated > capacity:
+            # A channel that processed this much can: a congested window caught while a batch
+            # was still running measures low, and a low estimate would hold P2 up for good.
+            capacity = demonstrated
         state = state.model_copy(
             update={
                 "history": history,

@@ -92,6 +92,20 @@ def test_p2_stops_above_a_level_that_history_shows_congested():
     assert decision.action == "scale_in" and decision.to_channels == 16
 
 
+def test_a_throughput_above_the_capacity_estimate_raises_it_so_p2_can_scale_in_later():
+    # Congestion measured 200 rec/s per channel mid-batch; 8 channels then did 32000 rec/s.
+    busy = make_evaluation(8, throughput_rps=32000.0)
+    state, decision = controller().decide(state_with(channel_capacity_rps=200.0), busy, 100.0)
+    assert state.channel_capacity_rps == 4000.0 and decision.action == "none"
+    # In the valley, 1500 rec/s fit one channel of 4000 at 70 %; with 200 they would need 8+.
+    quiet = make_evaluation(8, throughput_rps=1500.0)
+    _, decision = controller().decide(state.model_copy(update={"last": None}), quiet, 200.0)
+    assert decision.action == "scale_in" and decision.to_channels == 1
+    # Never congested, no estimate: the throughput alone does not make one (P2 probes instead).
+    state, _ = controller().decide(state_with(), busy, 100.0)
+    assert state.channel_capacity_rps is None
+
+
 def test_p2_holds_when_the_lower_level_would_run_too_hot():
     ev = make_evaluation(8, throughput_rps=5000.0)  # 6 channels would run at 83%
     _, decision = controller().decide(state_with(channel_capacity_rps=1000.0), ev, 100.0)
