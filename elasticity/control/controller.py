@@ -161,6 +161,22 @@ def measured_capacity(evaluation: Evaluation) -> float:
     return evaluation.total_throughput_rps / max(1, evaluation.channels)
 
 
+def estimate_capacity(previous: float | None, evaluation: Evaluation) -> float | None:
+    """The per-channel capacity after this tick: measured when congested, raised to what the
+    channels just did whenever that is more (a channel that processed this much can)."""
+    capacity = previous
+    if evaluation.congested and (measured := measured_capacity(evaluation)) > 0:
+        # Nothing processed in the window (a long first batch still running) says nothing
+        # about capacity; a zero would disable P6 and P2's estimate until the next congestion.
+        capacity = measured
+    demonstrated = evaluation.total_throughput_rps / max(1, evaluation.channels)
+    if capacity and demonstrated > capacity:
+        # A congestion caught while a batch was still running measures low, and a low
+        # estimate would hold P2 up for good.
+        capacity = demonstrated
+    return capacity
+
+
 class ScalingController:
     """Decides one tick. Stateless itself: all memory is in the `ControllerState` passed in."""
 
@@ -206,16 +222,7 @@ class ScalingController:
         if reference is None and steady:
             reference = throughput
 
-        capacity = state.channel_capacity_rps
-        if congested and (measured := measured_capacity(evaluation)) > 0:
-            # Nothing processed in the window (a long first batch still running) says nothing
-            # about capacity; a zero would disable P6 and P2's estimate until the next congestion.
-            capacity = measured
-        demonstrated = throughput / max(1, channels)
-        if capacity and demonstrated > capacity:
-            # A channel that processed this much can: a congested window caught while a batch
-            # was still running measures low, and a low estimate would hold P2 up for good.
-            capacity = demonstrated
+        capacity = estimate_capacity(state.channel_capacity_rps, evaluation)
         state = state.model_copy(
             update={
                 "history": history,
