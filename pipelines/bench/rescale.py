@@ -333,11 +333,10 @@ def run_rescale_benchmark(
         size = SizeResult(keys)
         for rep in range(options.repetitions):
             label = lambda s, k=keys, r=rep: step(f"{k:,} keys, run {r + 1} — {s}")  # noqa: E731
-            runs = [lambda: size.esp_runs.append(run_esp(spark, bootstrap, keys, options, label)),
-                    lambda: size.native_runs.append(run_native(spark, bootstrap, keys, options, label))]
+            systems = [(size.esp_runs, run_esp), (size.native_runs, run_native)]
             # Alternate which system goes first, so neither always follows the other's load.
-            for run in runs if rep % 2 == 0 else runs[::-1]:
-                run()
+            for runs, run in systems if rep % 2 == 0 else systems[::-1]:
+                runs.append(run(spark, bootstrap, keys, options, label))
         sizes.append(size)
     return {
         "benchmark": "rescale",

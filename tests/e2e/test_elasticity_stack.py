@@ -105,8 +105,9 @@ def sensor_ticks(port: int, name: str) -> list[dict]:
     return []
 
 
-def wait_for_run(port: int, job: str, action: str, processes: list[subprocess.Popen], timeout_s: float) -> dict:
-    """The first successful rescale run with this action; fails fast on a failed run or a dead process."""
+def wait_for_run(port: int, name: str, action: str, processes: list[subprocess.Popen], timeout_s: float) -> dict:
+    """Stream `name`'s first successful rescale run with this action; fails fast on a failed run or a dead process."""
+    job = f"{name}_resize_job"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for process in processes:
@@ -118,8 +119,7 @@ def wait_for_run(port: int, job: str, action: str, processes: list[subprocess.Po
         if done:
             return done[0]
         time.sleep(3)
-    sensor = job.removesuffix("_resize_job") + "_elasticity"
-    recent = [t["skipReason"] for t in sensor_ticks(port, sensor)[:8]]  # newest first: why the sensor held
+    recent = [t["skipReason"] for t in sensor_ticks(port, f"{name}_elasticity")[:8]]  # newest first: why the sensor held
     raise AssertionError(f"no successful {action} run within {timeout_s:.0f} s; runs: {rescale_runs(port, job)}; last ticks: {recent}")
 
 
@@ -182,7 +182,6 @@ def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_result
 
     topic = topic_factory("elastic", partitions=4)
     name = f"elastic_{uuid.uuid4().hex[:6]}"
-    job = f"{name}_resize_job"
     config = _settings_file(tmp_path, bootstrap)
     root = tmp_path / "run" / "streams" / name
     stream = start_stream(config, tmp_path / "stream.log", "--name", name, "--topic", topic, "--channels", "1",
@@ -194,12 +193,12 @@ def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_result
         wait_for_ui(port, dagster)
         wait_for_batches(str(root / "checkpoint"), 2, stream)  # the step comes after the cold start
         load.rate = HIGH_RPS
-        scaled_out = wait_for_run(port, job, "scale_out", [stream, dagster], timeout_s=240)
+        scaled_out = wait_for_run(port, name, "scale_out", [stream, dagster], timeout_s=240)
         assert scaled_out["tags"]["esp/rescale"] == name
         assert scaled_out["tags"]["esp/rescale-rule"].startswith("P1")
 
         load.rate = LOW_RPS
-        scaled_in = wait_for_run(port, job, "scale_in", [stream, dagster], timeout_s=300)
+        scaled_in = wait_for_run(port, name, "scale_in", [stream, dagster], timeout_s=300)
         assert scaled_in["tags"]["esp/rescale-rule"].startswith(("P2", "P5"))
 
         ticks = sensor_ticks(port, f"{name}_elasticity")
