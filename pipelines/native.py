@@ -4,7 +4,7 @@
 `groupBy("word").count()` on the RocksDB state store provider) over a Kafka topic, in update
 mode, and writes each micro-batch's updated counts to `<root>/tables/results/batch_id=<id>`
 (overwritten per batch id, so a replayed batch is idempotent) — the same table shape the
-elastic stream writes, read back by `pipelines.streams.results.latest_word_counts`.
+elastic stream writes, read back by `pipelines.streams.results.latest_rows`.
 
 Its state partitioning is fixed by `spark.sql.shuffle.partitions` when the checkpoint is first
 created. Changing it means: stop the query, `repartition_state` (Spark >= 4.2's offline

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -13,9 +11,3 @@ def latest_rows(spark: SparkSession, results_table: str, key_columns: list[str])
     table = spark.read.parquet(results_table)
     newest_first = Window.partitionBy(*key_columns).orderBy(F.col("batch_id").desc())
     return table.withColumn("_rank", F.row_number().over(newest_first)).where("_rank = 1").drop("_rank")
-
-
-def latest_word_counts(spark: SparkSession, results_table: str) -> dict[str, int]:
-    if not Path(results_table).exists() or not any(Path(results_table).glob("batch_id=*")):
-        return {}
-    return {r.word: r["count"] for r in latest_rows(spark, results_table, ["word"]).collect()}

@@ -178,7 +178,7 @@ def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_result
     from elasticity.state import Location
     from pipelines import kafka_io
     from pipelines.jobs.wordcount import batch_oracle
-    from pipelines.streams.results import latest_word_counts
+    from tests.results import latest_word_counts
 
     topic = topic_factory("elastic", partitions=4)
     name = f"elastic_{uuid.uuid4().hex[:6]}"

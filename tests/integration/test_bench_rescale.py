@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def tiny_run(spark, bootstrap, tmp_path_factory):
-    from pipelines.bench.rescale import RescaleOptions, run_rescale_benchmark
+    from benchmarks.rescale import RescaleOptions, run_rescale_benchmark
 
     workdir = tmp_path_factory.mktemp("bench-rescale")
     options = RescaleOptions(
@@ -25,7 +25,7 @@ def tiny_run(spark, bootstrap, tmp_path_factory):
 
 
 def test_both_systems_rescale_and_equal_the_oracle(tiny_run):
-    from pipelines.bench.rescale import STEPS_PER_SIZE
+    from benchmarks.rescale import STEPS_PER_SIZE
     from pipelines.native import state_partitions
 
     results, steps, workdir = tiny_run
@@ -45,7 +45,7 @@ def test_both_systems_rescale_and_equal_the_oracle(tiny_run):
 
 
 def test_the_correctness_check_fails_on_a_wrong_count(tiny_run, spark, bootstrap):
-    from pipelines.bench.common import check_results
+    from benchmarks.spark_runs import check_results
 
     results, _, workdir = tiny_run
     topic = results["details"][0]["esp"]["topic"]
@@ -60,7 +60,7 @@ def test_the_correctness_check_fails_on_a_wrong_count(tiny_run, spark, bootstrap
 
 
 def test_cli_outputs_from_the_results(tiny_run, tmp_path):
-    from orchestration.cli.bench_rescale import parse_sizes, pause_table, plot_pauses
+    from benchmarks.rescale_command import parse_sizes, pause_table, plot_pauses
 
     results, _, _ = tiny_run
     assert parse_sizes("1e4, 1e5,2000") == (10_000, 100_000, 2000)

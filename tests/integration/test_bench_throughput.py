@@ -11,8 +11,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_throughput_harness_runs_every_system_and_checks_them(spark, bootstrap, tmp_path):
-    from orchestration.cli.bench_throughput import plot_throughput, throughput_table
-    from pipelines.bench.throughput import ThroughputOptions, preload_topic, run_throughput_benchmark
+    from benchmarks.throughput_command import plot_throughput, throughput_table
+    from benchmarks.throughput import ThroughputOptions, preload_topic, run_throughput_benchmark
 
     options = ThroughputOptions(
         records=3000, partitions=2, repetitions=1, max_offsets_per_trigger=1000, vocabulary=300, producer_processes=1,

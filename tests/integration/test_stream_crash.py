@@ -30,7 +30,7 @@ def _events(count: int, offset: int = 0) -> list[str]:
 def _wordcount_check(spark, bootstrap, topic, root) -> dict:
     from pipelines import kafka_io
     from pipelines.jobs.wordcount import batch_oracle
-    from pipelines.streams.results import latest_word_counts
+    from tests.results import latest_word_counts
 
     counts = latest_word_counts(spark, str(root / "tables" / "results"))
     assert not any(word.startswith("__probe") for word in counts)

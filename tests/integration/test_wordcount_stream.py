@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_factory, tmp_path):
     from pipelines import kafka_io
     from pipelines.jobs.wordcount import batch_oracle
-    from pipelines.streams.results import latest_word_counts
+    from tests.results import latest_word_counts
     from pipelines.streams.runner import ElasticStream
     from pipelines.streams.spec import StreamSpec
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from elasticity.control.controller import ControllerState, LevelRecord, Observation, ScalingController
 from elasticity.control.levels import Levels, level_sequence
 from elasticity.control.options import ControllerOptions
-from elasticity.control.testing import make_evaluation
+from tests.fakes.control import make_evaluation
 
 OPTIONS = ControllerOptions(min_channels=1, max_channels=64, cooldown_s=5.0)
 LEVELS = Levels.between(1, 64)  # 1 2 3 4 6 8 12 16 24 32 48 64

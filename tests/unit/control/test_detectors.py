@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from elasticity.control.testing import make_snapshot
+from tests.fakes.control import make_snapshot
 from elasticity.control.detectors import (
     SignalWindows,
     congestion_signal,

@@ -8,7 +8,7 @@ from elasticity.control.clock import ManualClock, SystemClock
 from elasticity.control.decision import Decision
 from elasticity.control.loop import ElasticLoop, LoopState, RecordingRealizer, control_step
 from elasticity.control.options import ControllerOptions, ControlOptions
-from elasticity.control.testing import ScriptedCollector, make_snapshot
+from tests.fakes.control import ScriptedCollector, make_snapshot
 
 OPTIONS = ControlOptions(controller=ControllerOptions(max_channels=64, cooldown_s=5.0))
 

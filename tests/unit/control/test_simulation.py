@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elasticity.control.benchmark import run_elasticity_benchmark
+from benchmarks.control_figures import run_elasticity_benchmark
 from elasticity.control.options import ControllerOptions, ControlOptions
 from elasticity.control.simulation import StageModel, StageModelOptions, simulate_elastic, simulate_static
 from elasticity.control.traces import Trace, esault_trace, sine_trace, square_trace, step_trace, trace_by_name
@@ -87,7 +87,7 @@ def test_cli_writes_json_and_png(tmp_path: Path):
     from typer.testing import CliRunner
     import typer
 
-    from orchestration.cli.bench_simulate import simulate_command
+    from benchmarks.simulate_command import simulate_command
 
     app = typer.Typer()
     app.command()(simulate_command)

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from elasticity.bench_ring import measure_lookups, measure_migration, measure_scaling, random_key_hashes, summarize
+from benchmarks.ring import measure_lookups, measure_migration, measure_scaling, random_key_hashes, summarize
 from elasticity.layout import Layout
 
 
@@ -39,7 +39,7 @@ def test_lookup_rate_is_positive() -> None:
 
 
 def test_ring_command_writes_json_and_png(tmp_path) -> None:
-    from orchestration.cli.bench_ring import ring_command
+    from benchmarks.ring_command import ring_command
 
     app = typer.Typer()
     app.command("ring")(ring_command)

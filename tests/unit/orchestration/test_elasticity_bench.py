@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestration.cli.bench_elasticity import BenchOptions, _static_candidates, per_second_series
+from benchmarks.elasticity_command import BenchOptions, _static_candidates, per_second_series
 from pipelines.streams.metrics import BatchMetrics, ChannelMetrics
 
 

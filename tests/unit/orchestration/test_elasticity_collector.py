@@ -9,7 +9,7 @@ from elasticity.control import Decision
 from orchestration.elasticity.collector import ChannelMap, NotReady, collect
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.realizer import target_for
-from orchestration.elasticity.testing import FakeStream
+from tests.fakes.elasticity_stream import FakeStream
 
 POLICY = ElasticityPolicy(slo_s=5.0, sample_period_s=10.0, probe_timeout_s=15.0)
 

@@ -10,7 +10,7 @@ from dagster import DagsterInstance, DagsterRunStatus, Definitions, build_sensor
 from orchestration.elasticity.definitions import elasticity_definitions, resize_job_name
 from orchestration.elasticity.policy import ElasticityPolicy, write_policy
 from orchestration.elasticity.sensor import make_elasticity_sensor
-from orchestration.elasticity.testing import FakeSource, FakeStream
+from tests.fakes.elasticity_stream import FakeSource, FakeStream
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget

@@ -1,6 +1,6 @@
 """The rescale benchmark's per-size summary over repeated runs: each system's median-pause run."""
 
-from pipelines.bench.rescale import SizeResult
+from benchmarks.rescale import SizeResult
 
 
 def _run(pause: float, ok: bool = True, **more) -> dict:

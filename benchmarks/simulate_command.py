@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from elasticity.control.benchmark import initial_channels_for, run_elasticity_benchmark
+from benchmarks.control_figures import initial_channels_for, run_elasticity_benchmark
 from elasticity.control.levels import level_sequence
 from elasticity.control.options import ControllerOptions, ControlOptions, OverloadOptions
 from elasticity.control.simulation import LayoutKind, SimulationRun, StageModelOptions

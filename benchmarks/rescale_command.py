@@ -2,7 +2,7 @@
 repartition (stop → repartition → restart), at several state sizes, in one run.
 
 Starts its own Kafka broker on free ports (unless `--bootstrap` names one) and one Spark
-session, runs `pipelines.bench.rescale` for every size, writes JSON and a PNG (pause vs state
+session, runs `benchmarks.rescale` for every size, writes JSON and a PNG (pause vs state
 size, both systems, log scale) and prints the figures against the issue's targets.
 """
 
@@ -97,7 +97,7 @@ def rescale_command(
 ) -> None:
     """Online rescale pause vs stop → offline repartition → restart, per state size (JSON + PNG)."""
     from orchestration.stack.project import load_settings
-    from pipelines.bench.rescale import STEPS_PER_SIZE, RescaleOptions, run_rescale_benchmark
+    from benchmarks.rescale import STEPS_PER_SIZE, RescaleOptions, run_rescale_benchmark
 
     with friendly_errors():
         if from_channels == to_channels:

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from pyspark.sql import SparkSession
 
-from pipelines.bench.common import NATIVE_OUTPUTS, check_results, commit_times, machine, new_topic, wait_caught_up
+from benchmarks.spark_runs import NATIVE_OUTPUTS, check_results, commit_times, machine, new_topic, wait_caught_up
 from pipelines.native import NativeSpec, NativeWordCount
 
 Step = Callable[[str], None]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from orchestration.cli.bench_elasticity import elasticity_command
-from orchestration.cli.bench_rescale import rescale_command
-from orchestration.cli.bench_ring import ring_command
-from orchestration.cli.bench_simulate import simulate_command
-from orchestration.cli.bench_throughput import throughput_command
+from benchmarks.elasticity_command import elasticity_command
+from benchmarks.rescale_command import rescale_command
+from benchmarks.ring_command import ring_command
+from benchmarks.simulate_command import simulate_command
+from benchmarks.throughput_command import throughput_command
 
 bench_app = typer.Typer(help="Benchmarks (JSON + PNG output, ratios in one run).", no_args_is_help=True)
 bench_app.command("ring")(ring_command)

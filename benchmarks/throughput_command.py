@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestration.cli.bench_rescale import bench_broker, bench_spark
+from benchmarks.rescale_command import bench_broker, bench_spark
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
 RATIO_TARGET = 0.8
@@ -35,7 +35,7 @@ def throughput_command(
 ) -> None:
     """Elastic vs native word-count records/s on one pre-loaded topic (JSON + PNG)."""
     from orchestration.stack.project import load_settings
-    from pipelines.bench.throughput import ThroughputOptions, preload_topic, run_throughput_benchmark, step_count
+    from benchmarks.throughput import ThroughputOptions, preload_topic, run_throughput_benchmark, step_count
 
     with friendly_errors():
         settings = load_settings(config)

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from elasticity.bench_ring import (
+from benchmarks.ring import (
     ScalePoint,
     measure_lookups,
     measure_migration,

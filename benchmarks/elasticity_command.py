@@ -13,7 +13,7 @@ its keyed stage I/O-bound at `--service-ms` per record, Spark with one task slot
 3. figures: per load change decisions to settle, overshoot, oscillations, SLO attainment
    (share of seconds whose p99 probe latency is within the SLO; probes still out count with
    their age, so a stalled stream is late, not silent), channel-seconds vs the best static
-   count, computed by `elasticity.control.benchmark.elasticity_figures` on the measured
+   count, computed by `benchmarks.control_figures.elasticity_figures` on the measured
    series; JSON + PNG (input rate, channels, p99 latency) + a rich table.
 
 It runs against the broker of the settings (`esp infra up` first); a broker that does not
@@ -256,7 +256,7 @@ def elasticity_command(
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(figures, indent=2, default=str))
     png = png_path or json_path.with_suffix(".png")
-    from orchestration.cli.bench_simulate import figures_table, write_plot
+    from benchmarks.simulate_command import figures_table, write_plot
 
     write_plot(run, figures, png)
     table = figures_table(figures)
@@ -267,7 +267,7 @@ def elasticity_command(
 
 def run_benchmark(settings, options: BenchOptions, console: Console):
     """The three phases (see the module docstring); returns (figures, measured run)."""
-    from elasticity.control.benchmark import StaticChoice, elasticity_figures
+    from benchmarks.control_figures import StaticChoice, elasticity_figures
     from elasticity.control.simulation import SimulationRun, StageModelOptions
     from orchestration.elasticity.policy import ElasticityPolicy
     from pipelines.kafka_topics import TopicSpec, ensure_topics

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from pyspark.sql import SparkSession
 
-from pipelines.bench.common import (
+from benchmarks.spark_runs import (
     NATIVE_OUTPUTS,
     Trickle,
     check_results,

@@ -1,0 +1,1 @@
+"""Hand-written fakes for tests: small real implementations that extend production classes, no mocks."""
