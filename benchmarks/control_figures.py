@@ -205,7 +205,13 @@ def run_elasticity_benchmark(
     started = time.perf_counter()
     run = simulate_elastic(trace, model_options, control_options, initial_channels, layout, progress)
     static = best_static_channels(
-        trace, model_options, control_options.controller.max_channels, slo_s, static_target_attainment, layout, on_static_run
+        trace,
+        model_options,
+        control_options.controller.max_channels,
+        slo_s,
+        static_target_attainment,
+        layout,
+        on_static_run,
     )
     figures = elasticity_figures(run, static, model_options, control_options, slo_s)
     figures["summary"]["static_target_attainment"] = static_target_attainment

@@ -89,9 +89,27 @@ def _derived_settings(settings, folder: Path, slots: int) -> Path:
 def _start_stream(config: Path, spec, options: BenchOptions, log: Path) -> subprocess.Popen:
     esp = str(Path(sys.executable).parent / "esp")
     args = [
-        esp, "stream", "run", "--config", str(config), "--name", spec.name, "--topic", spec.input_topic,
-        "--root", spec.root, "--channels", str(options.initial_channels), "--trigger", str(spec.trigger_seconds),
-        "--max-offsets", str(options.max_offsets), "--service-ms", str(options.service_ms), "--observe-every", "10",
+        esp,
+        "stream",
+        "run",
+        "--config",
+        str(config),
+        "--name",
+        spec.name,
+        "--topic",
+        spec.input_topic,
+        "--root",
+        spec.root,
+        "--channels",
+        str(options.initial_channels),
+        "--trigger",
+        str(spec.trigger_seconds),
+        "--max-offsets",
+        str(options.max_offsets),
+        "--service-ms",
+        str(options.service_ms),
+        "--observe-every",
+        "10",
     ]
     return subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -135,12 +153,20 @@ def _control_loop(spec, policy, stop: threading.Event, started: float, log: Cont
         outcome = decide_tick(cursor, source.read(time.time()), policy)
         cursor = outcome.cursor
         at = time.time() - started
-        log.ticks.append({"time_s": round(at, 2), "skip": outcome.skip_reason, "rule": outcome.decision.rule if outcome.decision else None})
+        log.ticks.append(
+            {
+                "time_s": round(at, 2),
+                "skip": outcome.skip_reason,
+                "rule": outcome.decision.rule if outcome.decision else None,
+            }
+        )
         if outcome.is_rescale:
             decision = outcome.decision.model_copy(update={"time_s": at})
             log.decisions.append(decision)
             try:
-                result = rescale_online(spec, outcome.target, f"{decision.reason} [{decision.rule}]", policy.rescale_timeout_s)
+                result = rescale_online(
+                    spec, outcome.target, f"{decision.reason} [{decision.rule}]", policy.rescale_timeout_s
+                )
             except (TimeoutError, RuntimeError) as error:  # recorded; the loop goes on like the sensor would
                 result = {"status": "failed", "error": str(error)}
             log.results.append({"time_s": round(at, 2), **{k: v for k, v in result.items() if k != "layout"}})
@@ -215,8 +241,15 @@ def _static_segment(spec, options: BenchOptions, channels: int, bootstrap: str) 
 
 def _load_kwargs(spec, options: BenchOptions, **overrides: Any) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
-        "profile": options.trace, "peak_rate": options.peak_rps, "speed": options.speed, "esault_cycles": options.cycles,
-        "topic": spec.input_topic, "words_per_line": 1, "vocabulary": 2000, "distribution": "uniform", "processes": 1,
+        "profile": options.trace,
+        "peak_rate": options.peak_rps,
+        "speed": options.speed,
+        "esault_cycles": options.cycles,
+        "topic": spec.input_topic,
+        "words_per_line": 1,
+        "vocabulary": 2000,
+        "distribution": "uniform",
+        "processes": 1,
     }
     kwargs.update(overrides)
     return kwargs
@@ -227,28 +260,51 @@ def _load_kwargs(spec, options: BenchOptions, **overrides: Any) -> dict[str, Any
 
 def elasticity_command(
     json_path: Path = typer.Option(..., "--json", help="Where to write the figures (JSON)."),
-    png_path: Path | None = typer.Option(None, "--png", help="Plot of input rate / channels / p99 (default: next to the JSON)."),
+    png_path: Path | None = typer.Option(
+        None, "--png", help="Plot of input rate / channels / p99 (default: next to the JSON)."
+    ),
     trace: str = typer.Option("esault", "--trace", help="Load profile: esault | square | step | sine."),
     peak: float = typer.Option(800.0, "--peak", min=1.0, help="Peak input rate, records/s (one word per record)."),
     speed: float = typer.Option(1.25, "--speed", min=0.1, help="Time compression of the trace."),
     cycles: int = typer.Option(1, "--cycles", min=1, help="eSault rise-hold-fall-hold cycles."),
     service_ms: float = typer.Option(4.0, "--service-ms", min=0.1, help="Per-record service time of the stage, ms."),
     slo: float = typer.Option(
-        15.0, "--slo", min=0.1, help="Latency SLO on the p99 probe latency, s (a micro-batch costs seconds of fixed work)."
+        15.0,
+        "--slo",
+        min=0.1,
+        help="Latency SLO on the p99 probe latency, s (a micro-batch costs seconds of fixed work).",
     ),
     interval: float = typer.Option(5.0, "--interval", min=1.0, help="Sampling period (sensor interval), seconds."),
-    max_channels: int = typer.Option(8, "--max-channels", min=1, help="Most channels (= Spark task slots of the stream)."),
+    max_channels: int = typer.Option(
+        8, "--max-channels", min=1, help="Most channels (= Spark task slots of the stream)."
+    ),
     initial_channels: int = typer.Option(1, "--initial-channels", min=1, help="Channels at start."),
-    static_seconds: float = typer.Option(45.0, "--static-seconds", min=10.0, help="Length of each static segment at the peak."),
-    static_target: float = typer.Option(0.9, "--static-target", min=0.0, max=1.0, help="SLO attainment a static count must reach."),
+    static_seconds: float = typer.Option(
+        45.0, "--static-seconds", min=10.0, help="Length of each static segment at the peak."
+    ),
+    static_target: float = typer.Option(
+        0.9, "--static-target", min=0.0, max=1.0, help="SLO attainment a static count must reach."
+    ),
     max_offsets: int = typer.Option(10000, "--max-offsets", min=1, help="Cap on records per micro-batch."),
     config: ConfigOption = None,
 ) -> None:
     """Run the elastic loop on a real stream under a trace, then static references; JSON + PNG."""
     from orchestration.stack.project import load_settings
 
-    options = BenchOptions(trace, peak, speed, cycles, service_ms, slo, interval, max_channels, initial_channels,
-                           static_seconds, static_target, max_offsets)
+    options = BenchOptions(
+        trace,
+        peak,
+        speed,
+        cycles,
+        service_ms,
+        slo,
+        interval,
+        max_channels,
+        initial_channels,
+        static_seconds,
+        static_target,
+        max_offsets,
+    )
     console = Console()
     with friendly_errors():  # e.g. no broker at the configured address: one line, not a trace
         settings = load_settings(config)
@@ -280,17 +336,35 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
     folder = settings.run_dir / "bench" / f"elasticity-{tag}"
     folder.mkdir(parents=True, exist_ok=True)
     bootstrap = settings.kafka.bootstrap_servers
-    spec = StreamSpec(name=f"bench_el_{tag}", input_topic=f"bench-elastic-{tag}", bootstrap_servers=bootstrap,
-                      root=str(folder / "stream"), channels=options.initial_channels, service_ms_per_record=options.service_ms)
+    spec = StreamSpec(
+        name=f"bench_el_{tag}",
+        input_topic=f"bench-elastic-{tag}",
+        bootstrap_servers=bootstrap,
+        root=str(folder / "stream"),
+        channels=options.initial_channels,
+        service_ms_per_record=options.service_ms,
+    )
     ensure_topics(bootstrap, [TopicSpec(name=spec.input_topic, partitions=4)])
-    policy = ElasticityPolicy(slo_s=options.slo_s, sample_period_s=options.interval_s, probe_timeout_s=3 * options.slo_s,
-                              max_channels=options.max_channels, rescale_timeout_s=600)
+    policy = ElasticityPolicy(
+        slo_s=options.slo_s,
+        sample_period_s=options.interval_s,
+        probe_timeout_s=3 * options.slo_s,
+        max_channels=options.max_channels,
+        rescale_timeout_s=600,
+    )
     profile = rate_profile(LoadSpec(**_load_kwargs(spec, options)))
-    stream = _start_stream(_derived_settings(settings, folder, options.max_channels), spec, options, folder / "stream.log")
+    stream = _start_stream(
+        _derived_settings(settings, folder, options.max_channels), spec, options, folder / "stream.log"
+    )
     log = ControlLog()
     try:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as progress:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
             boot = progress.add_task("starting the stream (Spark)", total=None)
             _wait_for_first_batch(spec, stream)
             progress.update(boot, total=1, completed=1)
@@ -299,8 +373,13 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
             started = time.time()
             driver = threading.Thread(target=_control_loop, args=(spec, policy, stop, started, log), daemon=True)
             driver.start()
-            report = _load(_load_kwargs(spec, options), bootstrap,
-                           on_progress=lambda p: progress.update(elastic, completed=min(int(p.elapsed_s), int(profile.duration_s))))
+            report = _load(
+                _load_kwargs(spec, options),
+                bootstrap,
+                on_progress=lambda p: progress.update(
+                    elastic, completed=min(int(p.elapsed_s), int(profile.duration_s))
+                ),
+            )
             stop.set()
             driver.join(timeout=policy.rescale_timeout_s)
             metrics = read_recent(bootstrap, spec.metrics_topic, limit=20000)
@@ -317,18 +396,42 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
 
     seconds = int(profile.duration_s)
     channels, p99 = per_second_series(metrics, started, seconds, options.initial_channels)
-    sent = np.asarray(report.per_second_sent[:seconds] + [0] * max(0, seconds - len(report.per_second_sent)), dtype=float)
-    run = SimulationRun(trace=profile.trace, tick_s=1.0, times_s=np.arange(seconds, dtype=float), input_rate_rps=sent,
-                        channels=channels, p99_latency_s=p99, max_latency_s=p99, lag_records=np.zeros(seconds),
-                        decisions=list(log.decisions), wall_time_s=time.time() - started)
+    sent = np.asarray(
+        report.per_second_sent[:seconds] + [0] * max(0, seconds - len(report.per_second_sent)), dtype=float
+    )
+    run = SimulationRun(
+        trace=profile.trace,
+        tick_s=1.0,
+        times_s=np.arange(seconds, dtype=float),
+        input_rate_rps=sent,
+        channels=channels,
+        p99_latency_s=p99,
+        max_latency_s=p99,
+        lag_records=np.zeros(seconds),
+        decisions=list(log.decisions),
+        wall_time_s=time.time() - started,
+    )
     best = next((s for s in statics if s["slo_attainment"] >= options.static_target), statics[-1])
-    static = StaticChoice(best["channels"], best["slo_attainment"], best["slo_attainment"] >= options.static_target, len(statics))
-    figures = elasticity_figures(run, static, StageModelOptions(service_rate_rps=1000.0 / options.service_ms),
-                                 policy.control_options(), options.slo_s)
-    figures.update({
-        "stack": "real Kafka broker + Spark stream (esp stream run) + elasticity sensor tick + online rescale",
-        "options": options.__dict__, "policy": json.loads(policy.model_dump_json()), "static_segments": statics,
-        "rescale_results": log.results, "ticks": log.ticks, "load": report.summary() | {"per_second_target": None},
-        "stream_log": str(folder / "stream.log"),
-    })
+    static = StaticChoice(
+        best["channels"], best["slo_attainment"], best["slo_attainment"] >= options.static_target, len(statics)
+    )
+    figures = elasticity_figures(
+        run,
+        static,
+        StageModelOptions(service_rate_rps=1000.0 / options.service_ms),
+        policy.control_options(),
+        options.slo_s,
+    )
+    figures.update(
+        {
+            "stack": "real Kafka broker + Spark stream (esp stream run) + elasticity sensor tick + online rescale",
+            "options": options.__dict__,
+            "policy": json.loads(policy.model_dump_json()),
+            "static_segments": statics,
+            "rescale_results": log.results,
+            "ticks": log.ticks,
+            "load": report.summary() | {"per_second_target": None},
+            "stream_log": str(folder / "stream.log"),
+        }
+    )
     return figures, run

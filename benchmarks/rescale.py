@@ -28,10 +28,11 @@ the rows of the repartitioned state are counted with Spark's state reader to sho
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -150,7 +151,9 @@ def _trigger_start(query, batch_id: int) -> float | None:
     return None
 
 
-def _warm(checkpoint: str, bootstrap: str, topic: str, keys: int, options: RescaleOptions, is_alive, step: Step) -> None:
+def _warm(
+    checkpoint: str, bootstrap: str, topic: str, keys: int, options: RescaleOptions, is_alive, step: Step
+) -> None:
     wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, is_alive)
     step("warm: state loaded")
     trickle = Trickle(bootstrap, topic, keys, options.trickle_lines_per_s).start()
@@ -165,7 +168,8 @@ def _warm(checkpoint: str, bootstrap: str, topic: str, keys: int, options: Resca
 def _chunk(keys: int, lines: int, salt: int) -> list[bytes]:
     """`lines` lines of 8 existing words each (different per salt)."""
     return [
-        " ".join(f"k{(i * 7919 + j * 104729 + salt * 15485863) % keys}" for j in range(8)).encode() for i in range(lines)
+        " ".join(f"k{(i * 7919 + j * 104729 + salt * 15485863) % keys}" for j in range(8)).encode()
+        for i in range(lines)
     ]
 
 
@@ -195,8 +199,12 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
     # The archive and the results topic are not part of a rescale; `esp bench throughput`
     # shows what they cost per batch.
     spec = StreamSpec(
-        name=f"bench-esp-{keys}", input_topic=topic, bootstrap_servers=bootstrap,
-        root=str(Path(options.workdir) / topic), channels=options.from_channels, trigger_seconds=options.trigger_seconds,
+        name=f"bench-esp-{keys}",
+        input_topic=topic,
+        bootstrap_servers=bootstrap,
+        root=str(Path(options.workdir) / topic),
+        channels=options.from_channels,
+        trigger_seconds=options.trigger_seconds,
         **NATIVE_OUTPUTS,
     )
     metrics: dict[int, BatchMetrics] = {}
@@ -266,8 +274,12 @@ def run_native(spark: SparkSession, bootstrap: str, keys: int, options: RescaleO
     topic = new_topic(bootstrap, f"bench-native-{keys}", options.topic_partitions)
     produce(bootstrap, topic, covering_lines(keys, options.words_per_line))
     spec = NativeSpec(
-        name=f"bench-native-{keys}", input_topic=topic, bootstrap_servers=bootstrap,
-        root=str(Path(options.workdir) / topic), partitions=options.from_channels, trigger_seconds=options.trigger_seconds,
+        name=f"bench-native-{keys}",
+        input_topic=topic,
+        bootstrap_servers=bootstrap,
+        root=str(Path(options.workdir) / topic),
+        partitions=options.from_channels,
+        trigger_seconds=options.trigger_seconds,
     )
     native = NativeWordCount(spark, spec)
     native.start()

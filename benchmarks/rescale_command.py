@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -72,7 +73,7 @@ def bench_spark(settings, shuffle_partitions: int):
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:
-    """"1e4,1e5,1e6" -> (10000, 100000, 1000000)."""
+    """ "1e4,1e5,1e6" -> (10000, 100000, 1000000)."""
     try:
         sizes = tuple(int(float(part)) for part in text.split(",") if part.strip())
     except ValueError:
@@ -87,27 +88,37 @@ def rescale_command(
     from_channels: int = typer.Option(4, "--from", min=1, help="Channels / state partitions before the rescale."),
     to_channels: int = typer.Option(5, "--to", min=1, help="Channels / state partitions after it."),
     json_out: Path = typer.Option(Path("out/bench/rescale.json"), "--json", help="Where to write the JSON results."),
-    png_out: Optional[Path] = typer.Option(None, "--png", help="Plot path (default: next to the JSON, .png)."),
-    bootstrap: Optional[str] = typer.Option(None, help="Use this broker instead of starting a private one."),
+    png_out: Path | None = typer.Option(None, "--png", help="Plot path (default: next to the JSON, .png)."),
+    bootstrap: str | None = typer.Option(None, help="Use this broker instead of starting a private one."),
     chunk_lines: int = typer.Option(200, help="Lines the first batch after the rescale processes (both systems)."),
     trigger: float = typer.Option(0.5, help="Micro-batch trigger interval of both queries, seconds."),
-    workdir: Optional[Path] = typer.Option(None, help="Folder for checkpoints and state (default: a temporary one)."),
-    repetitions: int = typer.Option(1, min=1, help="Runs of each system per size; figures are each system's median-pause run."),
+    workdir: Path | None = typer.Option(None, help="Folder for checkpoints and state (default: a temporary one)."),
+    repetitions: int = typer.Option(
+        1, min=1, help="Runs of each system per size; figures are each system's median-pause run."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Online rescale pause vs stop → offline repartition → restart, per state size (JSON + PNG)."""
-    from orchestration.stack.project import load_settings
     from benchmarks.rescale import STEPS_PER_SIZE, RescaleOptions, run_rescale_benchmark
+    from orchestration.stack.project import load_settings
 
     with friendly_errors():
         if from_channels == to_channels:
             raise ValueError("--from and --to must differ")
         sizes = parse_sizes(keys)
         settings = load_settings(config)
-        with tempfile.TemporaryDirectory(prefix="esp-bench-rescale-") as scratch, bench_broker(settings, bootstrap) as servers:
+        with (
+            tempfile.TemporaryDirectory(prefix="esp-bench-rescale-") as scratch,
+            bench_broker(settings, bootstrap) as servers,
+        ):
             options = RescaleOptions(
-                keys=sizes, from_channels=from_channels, to_channels=to_channels, chunk_lines=chunk_lines,
-                trigger_seconds=trigger, workdir=str(workdir or scratch), repetitions=repetitions,
+                keys=sizes,
+                from_channels=from_channels,
+                to_channels=to_channels,
+                chunk_lines=chunk_lines,
+                trigger_seconds=trigger,
+                workdir=str(workdir or scratch),
+                repetitions=repetitions,
             )
             spark = bench_spark(settings, from_channels)
             with _progress() as progress:
@@ -130,7 +141,9 @@ def rescale_command(
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    )
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -139,8 +152,19 @@ def _fmt(value: Any, spec: str) -> str:
 
 def pause_table(results: dict[str, Any]) -> Table:
     table = Table(title=f"esp bench rescale ({_channels(results)})")
-    for column in ("keys", "esp pause s", "native pause s", "ratio", "esp migration s", "native repartition s",
-                   "esp moved", "ideal", "moved/ideal", "native rewritten", "correct"):
+    for column in (
+        "keys",
+        "esp pause s",
+        "native pause s",
+        "ratio",
+        "esp migration s",
+        "native repartition s",
+        "esp moved",
+        "ideal",
+        "moved/ideal",
+        "native rewritten",
+        "correct",
+    ):
         table.add_column(column, justify="right")
     largest = max(s["keys"] for s in results["sizes"])
     for s in results["sizes"]:
@@ -150,9 +174,14 @@ def pause_table(results: dict[str, Any]) -> Table:
         if s["keys"] == largest:
             ratio = f"[green]{ratio}[/]" if ratio_ok else f"[red]{ratio}[/]"
         table.add_row(
-            f"{s['keys']:,}", _fmt(s["esp_pause_s"], ".2f"), _fmt(s["native_pause_s"], ".2f"), ratio,
-            _fmt(s.get("esp_migration_s"), ".3f"), _fmt(s.get("native_repartition_s"), ".2f"),
-            _fmt(s["esp_moved_fraction"], ".4f"), _fmt(s["ideal_fraction"], ".4f"),
+            f"{s['keys']:,}",
+            _fmt(s["esp_pause_s"], ".2f"),
+            _fmt(s["native_pause_s"], ".2f"),
+            ratio,
+            _fmt(s.get("esp_migration_s"), ".3f"),
+            _fmt(s.get("native_repartition_s"), ".2f"),
+            _fmt(s["esp_moved_fraction"], ".4f"),
+            _fmt(s["ideal_fraction"], ".4f"),
             f"[green]{s['moved_over_ideal']:.3f}[/]" if moved_ok else f"[red]{_fmt(s['moved_over_ideal'], '.3f')}[/]",
             _fmt(s["native_rewritten_fraction"], ".2f"),
             "[green]yes[/]" if s["esp_correct"] and s["native_correct"] else "[red]NO[/]",
@@ -178,9 +207,16 @@ def plot_pauses(results: dict[str, Any], path: Path) -> None:
     ax.plot(keys, [s["native_pause_s"] for s in sizes], "s-", label="Spark stop → repartition → restart")
     for s in sizes:
         if s["pause_ratio"]:
-            ax.annotate(f"×{s['pause_ratio']:.1f}", (s["keys"], s["native_pause_s"]), textcoords="offset points", xytext=(4, 4))
-    ax.set(xscale="log", yscale="log", xlabel="state size (distinct keys)", ylabel="pause (s)",
-           title=f"rescale pause, {_channels(results)} channels")
+            ax.annotate(
+                f"×{s['pause_ratio']:.1f}", (s["keys"], s["native_pause_s"]), textcoords="offset points", xytext=(4, 4)
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="state size (distinct keys)",
+        ylabel="pause (s)",
+        title=f"rescale pause, {_channels(results)} channels",
+    )
     ax.legend()
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()

@@ -78,7 +78,9 @@ def measure_scaling(
     return points
 
 
-def measure_lookups(hashes: np.ndarray, layout: Layout, repeats: int = 5, clock: Callable[[], float] = time.perf_counter) -> float:
+def measure_lookups(
+    hashes: np.ndarray, layout: Layout, repeats: int = 5, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Best-of-`repeats` routed hashes per second for one vectorized call over `hashes`."""
     best = float("inf")
     for _ in range(repeats):
@@ -137,9 +139,7 @@ def _load(backend: RocksBackend, layout: Layout, n_keys: int, progress: Progress
     values = keys.astype("<i8").tobytes()  # Int64Codec's encoding, for every key at once
     for channel in layout.channels:
         index = np.flatnonzero(owners == channel)
-        table = entries_table(
-            hashes[index], [str(i) for i in index], [values[8 * i : 8 * i + 8] for i in index]
-        )
+        table = entries_table(hashes[index], [str(i) for i in index], [values[8 * i : 8 * i + 8] for i in index])
         with backend.open(channel).begin(0) as tx:
             tx.put_entries(table)
         progress(1)

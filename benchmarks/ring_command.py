@@ -76,14 +76,30 @@ def _table(results: dict[str, Any]) -> Table:
     targets = results["targets"]
     low, high = targets["moved_fraction_over_ideal"]
     rows = [
-        ("moved_fraction_over_ideal (worst N)", f"{results['moved_fraction_over_ideal']:.4f}", f"{low:.2f}..{high:.2f}",
-         low <= results["moved_fraction_over_ideal"] <= high),
-        ("max_over_mean_load (worst N)", f"{results['max_over_mean_load']:.4f}", f"<= {targets['max_over_mean_load']:.2f}",
-         results["max_over_mean_load"] <= targets["max_over_mean_load"]),
-        ("lookups_per_s", f"{results['lookups_per_s']:,.0f}", f">= {targets['lookups_per_s']:,}",
-         results["lookups_per_s"] >= targets["lookups_per_s"]),
-        ("migrate_1e6_keys_s (donate+collect)", f"{results['migrate_1e6_keys_s']:.3f}", f"<= {targets['migrate_1e6_keys_s']}",
-         results["migrate_1e6_keys_s"] <= targets["migrate_1e6_keys_s"]),
+        (
+            "moved_fraction_over_ideal (worst N)",
+            f"{results['moved_fraction_over_ideal']:.4f}",
+            f"{low:.2f}..{high:.2f}",
+            low <= results["moved_fraction_over_ideal"] <= high,
+        ),
+        (
+            "max_over_mean_load (worst N)",
+            f"{results['max_over_mean_load']:.4f}",
+            f"<= {targets['max_over_mean_load']:.2f}",
+            results["max_over_mean_load"] <= targets["max_over_mean_load"],
+        ),
+        (
+            "lookups_per_s",
+            f"{results['lookups_per_s']:,.0f}",
+            f">= {targets['lookups_per_s']:,}",
+            results["lookups_per_s"] >= targets["lookups_per_s"],
+        ),
+        (
+            "migrate_1e6_keys_s (donate+collect)",
+            f"{results['migrate_1e6_keys_s']:.3f}",
+            f"<= {targets['migrate_1e6_keys_s']}",
+            results["migrate_1e6_keys_s"] <= targets["migrate_1e6_keys_s"],
+        ),
     ]
     table = Table(title="esp bench ring")
     for column in ("figure", "measured", "target", "ok"):

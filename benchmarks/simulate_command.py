@@ -30,7 +30,9 @@ def simulate_command(
     png_path: Path | None = typer.Option(None, "--png", help="Where to write the plot (PNG)."),
     trace_name: str = typer.Option("esault", "--trace", help="esault | square | sine | step."),
     service_rate: float | None = typer.Option(
-        None, "--service-rate", help="Records/s per channel; default: peak / (channels_max / 2), so the peak needs half."
+        None,
+        "--service-rate",
+        help="Records/s per channel; default: peak / (channels_max / 2), so the peak needs half.",
     ),
     slo: float = typer.Option(1.0, "--slo", min=0.001, help="Latency SLO (s) on the per-second p99 probe latency."),
     initial_channels: int | None = typer.Option(
@@ -65,7 +67,9 @@ def simulate_command(
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:
-        elastic_task = progress.add_task(f"elastic run ({trace.name})", total=int(trace.duration_s / model_options.tick_s))
+        elastic_task = progress.add_task(
+            f"elastic run ({trace.name})", total=int(trace.duration_s / model_options.tick_s)
+        )
         static_task = progress.add_task("static runs (binary search)", total=None)
 
         def on_tick(done: int, total: int) -> None:
@@ -106,12 +110,18 @@ def figures_table(figures: dict[str, Any]) -> Table:
         ("service rate per channel (rec/s)", f"{figures['service_rate_rps']:,.0f}"),
         ("max channels", str(figures["max_channels"])),
         ("load changes", str(summary["load_changes"])),
-        ("decisions to settle (max / mean)", f"{summary['max_decisions_to_settle']} / {summary['mean_decisions_to_settle']:.2f}"),
+        (
+            "decisions to settle (max / mean)",
+            f"{summary['max_decisions_to_settle']} / {summary['mean_decisions_to_settle']:.2f}",
+        ),
         ("max overshoot (channels)", str(summary["max_overshoot_channels"])),
         ("oscillations in steady phases", str(summary["oscillations_in_steady_phases"])),
         (f"SLO attainment (p99 <= {figures['slo_s']} s)", f"{summary['slo_attainment']:.3f}"),
         ("rescale decisions", str(summary["rescale_decisions"])),
-        ("best static channels (its SLO attainment)", f"{summary['best_static_channels']} ({summary['best_static_slo_attainment']:.3f})"),
+        (
+            "best static channels (its SLO attainment)",
+            f"{summary['best_static_channels']} ({summary['best_static_slo_attainment']:.3f})",
+        ),
         ("channel-seconds elastic / best static", f"{summary['channel_seconds_ratio']:.3f}"),
         ("elastic simulation wall time (s)", f"{summary['simulation_wall_time_s']:.2f}"),
     ]

@@ -14,9 +14,10 @@ import platform
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,7 +28,6 @@ from pipelines.jobs.wordcount import parse_lines, word_deltas
 from pipelines.kafka_topics import TopicSpec, end_offsets, ensure_topics
 from pipelines.streams.metrics import checkpoint_offsets
 from pipelines.streams.results import latest_rows
-
 
 NATIVE_OUTPUTS = {"archive_input": False, "results_to_kafka": False}
 """StreamSpec fields that give the elastic stream the native baseline's outputs only (results
@@ -86,7 +86,7 @@ class Trickle:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> "Trickle":
+    def start(self) -> Trickle:
         self._thread = threading.Thread(target=self._run, name="bench-trickle", daemon=True)
         self._thread.start()
         return self
@@ -139,7 +139,9 @@ def wait_caught_up(
     raise TimeoutError(f"the query did not catch up with {topic} within {timeout_s:.0f}s")
 
 
-def wait_for_batches(checkpoint: str, after: int, count: int, timeout_s: float, is_alive: Callable[[], bool] = lambda: True) -> None:
+def wait_for_batches(
+    checkpoint: str, after: int, count: int, timeout_s: float, is_alive: Callable[[], bool] = lambda: True
+) -> None:
     """Until `count` batches with ids above `after` are committed."""
     deadline = time.monotonic() + timeout_s
     while sum(1 for b in commit_times(checkpoint) if b > after) < count:

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -88,18 +89,26 @@ def step_count(options: ThroughputOptions) -> int:
 
 
 def preload_topic(
-    bootstrap: str, options: ThroughputOptions, on_progress: Callable[[int, int], None] | None = None,
-    records: int | None = None, prefix: str = "bench-throughput",
+    bootstrap: str,
+    options: ThroughputOptions,
+    on_progress: Callable[[int, int], None] | None = None,
+    records: int | None = None,
+    prefix: str = "bench-throughput",
 ) -> str:
     """A fresh topic holding `records` (default `options.records`) seeded word lines."""
     from pipelines.load import LoadSpec, preload
 
     topic = new_topic(bootstrap, prefix, options.partitions)
     spec = LoadSpec(
-        topic=topic, vocabulary=options.vocabulary, words_per_line=options.words_per_line, processes=options.producer_processes
+        topic=topic,
+        vocabulary=options.vocabulary,
+        words_per_line=options.words_per_line,
+        processes=options.producer_processes,
     )
     total = options.records if records is None else records
-    report = preload(spec, bootstrap, total, None if on_progress is None else lambda p: on_progress(p.sent, p.target_total))
+    report = preload(
+        spec, bootstrap, total, None if on_progress is None else lambda p: on_progress(p.sent, p.target_total)
+    )
     if report.summary().get("errors"):
         raise RuntimeError(f"the pre-load had errors: {report.summary()}")
     return topic
@@ -111,7 +120,13 @@ def _busy_rate(query, records: int) -> float | None:
 
 
 def _run(
-    system: str, spark: SparkSession, bootstrap: str, topic: str, options: ThroughputOptions, rep: int, check: bool,
+    system: str,
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    options: ThroughputOptions,
+    rep: int,
+    check: bool,
     records: int | None = None,
 ) -> dict[str, Any]:
     from pipelines.streams.runner import ElasticStream
@@ -122,24 +137,35 @@ def _run(
     started = time.time()
     if system in ESP_SYSTEMS:
         spec = StreamSpec(
-            name=f"bench-tp-{system}-{rep}", input_topic=topic, bootstrap_servers=bootstrap, root=str(root),
-            channels=options.partitions, trigger_seconds=options.trigger_seconds,
-            max_offsets_per_trigger=options.max_offsets_per_trigger, **({} if system == "esp-full" else NATIVE_OUTPUTS),
+            name=f"bench-tp-{system}-{rep}",
+            input_topic=topic,
+            bootstrap_servers=bootstrap,
+            root=str(root),
+            channels=options.partitions,
+            trigger_seconds=options.trigger_seconds,
+            max_offsets_per_trigger=options.max_offsets_per_trigger,
+            **({} if system == "esp-full" else NATIVE_OUTPUTS),
         )
         runner: Any = ElasticStream(spark, spec)
         runner.start()
         checkpoint, results_table = runner.spec.checkpoint, runner.spec.results_table
     else:
         spec = NativeSpec(
-            name=f"bench-native-tp-{rep}", input_topic=topic, bootstrap_servers=bootstrap, root=str(root),
-            partitions=options.partitions, trigger_seconds=options.trigger_seconds,
+            name=f"bench-native-tp-{rep}",
+            input_topic=topic,
+            bootstrap_servers=bootstrap,
+            root=str(root),
+            partitions=options.partitions,
+            trigger_seconds=options.trigger_seconds,
             max_offsets_per_trigger=options.max_offsets_per_trigger,
         )
         runner = NativeWordCount(spark, spec)
         runner.start()
         checkpoint, results_table = spec.checkpoint, spec.results_table
     try:
-        wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, lambda: runner.query is not None and runner.query.isActive)
+        wait_caught_up(
+            checkpoint, bootstrap, topic, options.timeout_s, lambda: runner.query is not None and runner.query.isActive
+        )
         finished = max(commit_times(checkpoint).values())
         busy = _busy_rate(runner.query, records)
         batches = len(commit_times(checkpoint))
@@ -159,7 +185,11 @@ def _run(
 
 
 def run_throughput_benchmark(
-    spark: SparkSession, bootstrap: str, options: ThroughputOptions, topic: str, step: Step = lambda _: None,
+    spark: SparkSession,
+    bootstrap: str,
+    options: ThroughputOptions,
+    topic: str,
+    step: Step = lambda _: None,
     warmup_topic: str | None = None,
 ) -> dict[str, Any]:
     """The warm-up, then every repetition of every system over `topic` (pre-loaded); runs and medians."""
@@ -172,7 +202,7 @@ def run_throughput_benchmark(
     runs = []
     for rep in range(options.repetitions):
         # Rotate the order so no system always runs right after the same one.
-        order = systems[rep % len(systems):] + systems[: rep % len(systems)]
+        order = systems[rep % len(systems) :] + systems[: rep % len(systems)]
         for system in order:
             runs.append(_run(system, spark, bootstrap, topic, options, rep, options.check and rep == 0))
             step(f"repetition {rep + 1}: {system} done")

@@ -7,8 +7,8 @@ from dagster import Definitions
 from orchestration.elasticity.definitions import defs as elasticity_defs
 from orchestration.platform.definitions import defs as platform_defs
 from orchestration.quality.definitions import defs as data_quality_defs  # quality + backfills
-from orchestration.streams.definitions import defs as stream_defs
 from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
+from orchestration.streams.definitions import defs as stream_defs
 
 
 def shared_resources() -> dict[str, object]:
@@ -20,4 +20,6 @@ def shared_resources() -> dict[str, object]:
     }
 
 
-defs = Definitions.merge(platform_defs, stream_defs, elasticity_defs, data_quality_defs, Definitions(resources=shared_resources()))
+defs = Definitions.merge(
+    platform_defs, stream_defs, elasticity_defs, data_quality_defs, Definitions(resources=shared_resources())
+)

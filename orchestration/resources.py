@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import PySparkResource
@@ -14,7 +14,7 @@ from pipelines.settings import EspSettings
 class EspSettingsResource(ConfigurableResource):
     """Where esp's settings come from; every other resource reads them through this."""
 
-    config_file: Optional[str] = Field(None, description="esp settings file (YAML/JSON); default: built-in defaults.")
+    config_file: str | None = Field(None, description="esp settings file (YAML/JSON); default: built-in defaults.")
 
     def load(self) -> EspSettings:
         from pathlib import Path
@@ -28,7 +28,7 @@ class EspSparkResource(PySparkResource):
     """dagster-pyspark's resource, built by esp's one session factory so the Kafka jars are on it."""
 
     spark_config: dict[str, Any] = Field(default_factory=dict, description="Extra Spark conf, applied last.")
-    master: Optional[str] = Field(None, description="spark.master; default: the settings' (local[*]).")
+    master: str | None = Field(None, description="spark.master; default: the settings' (local[*]).")
     settings: EspSettingsResource = Field(default_factory=EspSettingsResource, description="esp settings.")
 
     _session: Any = PrivateAttr(default=None)
@@ -53,7 +53,7 @@ class EspSparkResource(PySparkResource):
 class KafkaResource(ConfigurableResource):
     """The Kafka cluster the streams read and write."""
 
-    bootstrap_servers: Optional[str] = Field(None, description="host:port list; default: the settings' local broker.")
+    bootstrap_servers: str | None = Field(None, description="host:port list; default: the settings' local broker.")
     settings: EspSettingsResource = Field(default_factory=EspSettingsResource, description="esp settings.")
 
     def bootstrap(self) -> str:

@@ -27,12 +27,12 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark import Accumulator, AccumulatorParam
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -103,9 +103,14 @@ def probe_rows(raw: DataFrame) -> DataFrame:
     # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
     # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
     probes = raw.where(is_probe()).selectExpr("CAST(value AS STRING) AS json")
-    return probes.selectExpr(
-        "get_json_object(json, '$.routing_key') AS key", "CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS probe_sent_ms"
-    ).where("key IS NOT NULL AND probe_sent_ms IS NOT NULL").selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")
+    return (
+        probes.selectExpr(
+            "get_json_object(json, '$.routing_key') AS key",
+            "CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS probe_sent_ms",
+        )
+        .where("key IS NOT NULL AND probe_sent_ms IS NOT NULL")
+        .selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")
+    )
 
 
 _MASK32 = 0xFFFFFFFF
@@ -146,7 +151,9 @@ def placement_labels(n_partitions: int) -> list[int]:
     candidate = 0
     while len(labels) < n_partitions:
         if candidate > 64 * n_partitions + 64:
-            raise RuntimeError(f"no placement label found for partitions {sorted(set(range(n_partitions)) - labels.keys())}")
+            raise RuntimeError(
+                f"no placement label found for partitions {sorted(set(range(n_partitions)) - labels.keys())}"
+            )
         labels.setdefault(spark_hash_long(candidate) % n_partitions, candidate)
         candidate += 1
     return [labels[p] for p in range(n_partitions)]
@@ -189,7 +196,9 @@ def route(deltas: DataFrame, layout: Layout, labels: list[int]) -> DataFrame:
     channels = ", ".join(str(int(c)) for c in layout.channels)
     placement = ", ".join(f"{int(label)}L" for label in labels)
     columns = [c for c in deltas.columns if c not in ("channel", "label")]
-    with_partition = deltas.selectExpr(*columns, f"({_partition_sql(layout)}) + 1 AS _partition")  # element_at is 1-based
+    with_partition = deltas.selectExpr(
+        *columns, f"({_partition_sql(layout)}) + 1 AS _partition"
+    )  # element_at is 1-based
     return with_partition.selectExpr(
         *columns,
         f"CAST(element_at(array({channels}), _partition) AS INT) AS channel",
@@ -248,7 +257,9 @@ def worker_stores(spec: StageSpec) -> WorkerStores:
     return _WORKER_STORES.setdefault(spec, WorkerStores(spec))
 
 
-def apply_deltas(store: StateStore, batch_id: int, keys: list[str], hashes: list[int], increments: list[int]) -> list[int]:
+def apply_deltas(
+    store: StateStore, batch_id: int, keys: list[str], hashes: list[int], increments: list[int]
+) -> list[int]:
     """Add the increments to the keys' counts in one batch transaction; the new totals."""
     tx = store.begin(batch_id)
     if tx.is_replay:
@@ -310,7 +321,12 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             store.snapshot(keep_snapshots=2)
         finished_ms = time.time() * 1000
         report = ChannelMetrics(
-            channel, records, len(keys), (time.perf_counter() - started) * 1000, len(store), state_bytes(store),
+            channel,
+            records,
+            len(keys),
+            (time.perf_counter() - started) * 1000,
+            len(store),
+            state_bytes(store),
             [finished_ms - sent for sent in probes],
         )
         reports.add({(batch_id, channel): report})
@@ -327,7 +343,9 @@ def state_bytes(store: StateStore) -> int | None:
     db = getattr(store, "db", None)
     if db is None:
         return None
-    return sum(db.property_int_value(p) or 0 for p in ("rocksdb.total-sst-files-size", "rocksdb.cur-size-all-mem-tables"))
+    return sum(
+        db.property_int_value(p) or 0 for p in ("rocksdb.total-sst-files-size", "rocksdb.cur-size-all-mem-tables")
+    )
 
 
 def run_stage(

@@ -12,7 +12,9 @@ KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 FETCH_MAX_WAIT_MS = "10"
 
 
-def read_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None = None) -> DataFrame:
+def read_stream(
+    spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None = None
+) -> DataFrame:
     """A streaming DataFrame over one topic, from the earliest offset on first start."""
     reader = (
         spark.readStream.format("kafka")

@@ -6,8 +6,8 @@ with a different partition count.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,7 +36,7 @@ class TopicSpec(BaseModel):
 
 
 @contextmanager
-def admin_client(bootstrap_servers: str, timeout_s: float = 10.0) -> Iterator["KafkaAdminClient"]:  # noqa: F821
+def admin_client(bootstrap_servers: str, timeout_s: float = 10.0) -> Iterator[KafkaAdminClient]:  # noqa: F821
     """A kafka-python admin client, or KafkaUnavailableError naming the address."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError

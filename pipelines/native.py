@@ -105,7 +105,9 @@ class NativeWordCount:
         assert self.query is not None
         while time.monotonic() < deadline:
             status = self.query.status
-            if not status["isTriggerActive"] and last_logged_batch(self.spec.checkpoint) == last_committed_batch(self.spec.checkpoint):
+            if not status["isTriggerActive"] and last_logged_batch(self.spec.checkpoint) == last_committed_batch(
+                self.spec.checkpoint
+            ):
                 return
             time.sleep(0.005)
 

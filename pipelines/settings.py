@@ -44,15 +44,21 @@ class SparkSettings(_Strict):
     shuffle_partitions: int = Field(8, ge=1, description="spark.sql.shuffle.partitions for batch and streaming plans.")
     driver_memory: str = Field("2g", description="spark.driver.memory (only takes effect before the JVM starts).")
     driver_host: str = Field("127.0.0.1", description="Address the Spark driver binds to and advertises.")
-    python_executable: str | None = Field(None, description="Python of the Spark workers; default: the driver's own interpreter.")
+    python_executable: str | None = Field(
+        None, description="Python of the Spark workers; default: the driver's own interpreter."
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
 
 
 class EspSettings(_Strict):
     """All esp settings; `project_root` anchors the ignored run and cache folders."""
 
-    project_root: Path = Field(default_factory=Path.cwd, description="Repository root; run and cache folders live under it.")
-    run_dir_name: str = Field(".esp/run", description="Folder (under project_root) for broker data, logs, pid files, DAGSTER_HOME.")
+    project_root: Path = Field(
+        default_factory=Path.cwd, description="Repository root; run and cache folders live under it."
+    )
+    run_dir_name: str = Field(
+        ".esp/run", description="Folder (under project_root) for broker data, logs, pid files, DAGSTER_HOME."
+    )
     jars_dir_name: str = Field(".esp/jars", description="Folder (under project_root) holding the Maven-resolved jars.")
     kafka: KafkaSettings = Field(default_factory=KafkaSettings, description="The Kafka broker.")
     spark: SparkSettings = Field(default_factory=SparkSettings, description="The Spark session.")
@@ -66,7 +72,7 @@ class EspSettings(_Strict):
         return self.project_root / self.jars_dir_name
 
     @classmethod
-    def load(cls, path: Path | None = None, **overrides: object) -> "EspSettings":
+    def load(cls, path: Path | None = None, **overrides: object) -> EspSettings:
         """Settings from an optional YAML or JSON file, then keyword overrides."""
         data: dict = {}
         if path is not None:

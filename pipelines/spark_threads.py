@@ -9,7 +9,8 @@ the batch takes about as long as its longest output instead of the sum of all of
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.util import InheritableThread
 
@@ -29,7 +30,9 @@ def run_concurrently(actions: dict[str, Callable[[], Any]]) -> tuple[dict[str, A
     The threads inherit the caller's Spark local properties (its job group, so stopping the
     query cancels their jobs too)."""
     outcomes = {name: _Outcome() for name in actions}
-    threads = [InheritableThread(target=_run, args=(action, outcomes[name]), daemon=True) for name, action in actions.items()]
+    threads = [
+        InheritableThread(target=_run, args=(action, outcomes[name]), daemon=True) for name, action in actions.items()
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

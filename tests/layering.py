@@ -8,7 +8,9 @@ from pathlib import Path
 
 # package -> top-level modules it must never import
 FORBIDDEN: dict[str, frozenset[str]] = {
-    "elasticity": frozenset({"pyspark", "dagster", "dagster_pyspark", "dagster_webserver", "pipelines", "orchestration", "infra"}),
+    "elasticity": frozenset(
+        {"pyspark", "dagster", "dagster_pyspark", "dagster_webserver", "pipelines", "orchestration", "infra"}
+    ),
     "pipelines": frozenset({"dagster", "dagster_pyspark", "dagster_webserver", "orchestration", "infra"}),
     "orchestration": frozenset({"infra"}),
 }

@@ -189,9 +189,13 @@ class ScalingController:
         channels = evaluation.channels
         if state.cooldown_until_s is not None and now_s < state.cooldown_until_s:
             wait = state.cooldown_until_s - now_s
-            return state, self._none(now_s, channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {})
+            return state, self._none(
+                now_s, channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {}
+            )
         if not evaluation.ready_up:
-            return state, self._none(now_s, channels, "warmup", "detector windows are refilling after a layout change", {})
+            return state, self._none(
+                now_s, channels, "warmup", "detector windows are refilling after a layout change", {}
+            )
 
         level = self.levels.level_of(channels)
         throughput = evaluation.total_throughput_rps
@@ -207,8 +211,12 @@ class ScalingController:
             steady,
             self.options.throughput_change_factor,
         )
-        if change == "unknown" and not congested and input_fell_below_congested_levels(
-            state.history, level, evaluation.recent_max_input_rate_rps, self.options.throughput_change_factor
+        if (
+            change == "unknown"
+            and not congested
+            and input_fell_below_congested_levels(
+                state.history, level, evaluation.recent_max_input_rate_rps, self.options.throughput_change_factor
+            )
         ):
             change = "down"
         history = forget_history(state.history, level, change)
@@ -253,9 +261,20 @@ class ScalingController:
         skew_channel = self._skewed_channel(ev)
         if skew_channel is not None:
             if channels >= self.options.max_channels:
-                return self._none(now_s, channels, "bounds", f"channel {skew_channel} is overloaded but the stage is at the maximum of {channels} channels", signals)
+                return self._none(
+                    now_s,
+                    channels,
+                    "bounds",
+                    f"channel {skew_channel} is overloaded but the stage is at the maximum of {channels} channels",
+                    signals,
+                )
             return self._decision(
-                now_s, "split", channels, channels + 1, "split", signals,
+                now_s,
+                "split",
+                channels,
+                channels + 1,
+                "split",
+                signals,
                 f"channel {skew_channel} is overloaded ({ev.late_share[skew_channel]:.0%} late probes, "
                 f"{ev.latest_latency_s[skew_channel]:.2f} s) while {channels - len(ev.overloaded_channels)} of "
                 f"{channels} are not: key skew, split it into {channels + 1} channels{forgot}",
@@ -267,20 +286,33 @@ class ScalingController:
             target = self.levels.channels_at(remote_level)
             below = state.history[remote_level]
             return self._decision(
-                now_s, "scale_in", channels, target, "P5", signals,
+                now_s,
+                "scale_in",
+                channels,
+                target,
+                "P5",
+                signals,
                 f"congested at {channels} channels with {ev.total_throughput_rps:,.0f} rec/s, no more than "
                 f"{below.throughput_rps:,.0f} rec/s at {target}: remote congestion, scale back in to {target}{forgot}",
             )
 
         if level >= self.levels.top:
-            return self._none(now_s, channels, "bounds", f"congested (index {ev.congestion.index:.2f}) but already at the maximum of {channels} channels", signals)
+            return self._none(
+                now_s,
+                channels,
+                "bounds",
+                f"congested (index {ev.congestion.index:.2f}) but already at the maximum of {channels} channels",
+                signals,
+            )
         target_level = self._scale_out_level(state, ev, level)
         if target_level <= level:
             blocked = self._no_gain_level_above(state, level, ev.total_throughput_rps)
             assert blocked is not None  # _scale_out_level only holds for a no-gain record
             rec = state.history[blocked]
             return self._none(
-                now_s, channels, "P1",
+                now_s,
+                channels,
+                "P1",
                 f"congested, but history at {self.levels.channels_at(blocked)} channels shows "
                 f"{rec.throughput_rps:,.0f} rec/s, no gain over {ev.total_throughput_rps:,.0f}: hold at {channels}{forgot}",
                 signals,
@@ -289,7 +321,12 @@ class ScalingController:
         jumped = self.levels.level_of(target) - level
         rule = "P1+P6" if jumped > 1 else "P1"
         return self._decision(
-            now_s, "scale_out", channels, target, rule, signals,
+            now_s,
+            "scale_out",
+            channels,
+            target,
+            rule,
+            signals,
             f"congested (index {ev.congestion.index:.2f}, lag {ev.congestion.lag_s:.1f} s of input, "
             f"{_seconds(ev.congestion.drain_s)} to drain, "
             f"{len(ev.overloaded_channels)} of {channels} channels overloaded) at {ev.input_rate_rps:,.0f} rec/s: "
@@ -336,7 +373,9 @@ class ScalingController:
     def _no_gain_level_above(self, state: ControllerState, level: int, throughput: float) -> int | None:
         """The lowest level above ours recorded congested with no more throughput than we have now."""
         limit = throughput * (1 + self.options.min_gain_factor)
-        no_gain = [lvl for lvl, rec in state.history.items() if lvl > level and rec.congested and rec.throughput_rps <= limit]
+        no_gain = [
+            lvl for lvl, rec in state.history.items() if lvl > level and rec.congested and rec.throughput_rps <= limit
+        ]
         return min(no_gain) if no_gain else None
 
     # ------------------------------------------------------------------ not congested: P2, merge
@@ -348,7 +387,9 @@ class ScalingController:
         if not ev.ready_down:
             return self._none(now_s, channels, "warmup", "not congested; underload window still refilling", signals)
         if channels <= self.options.min_channels:
-            return self._none(now_s, channels, "bounds", f"not congested, already at the minimum of {channels} channels", signals)
+            return self._none(
+                now_s, channels, "bounds", f"not congested, already at the minimum of {channels} channels", signals
+            )
 
         target_level, why_not = self._scale_in_level(state, ev, level)
         if target_level is not None:
@@ -360,14 +401,24 @@ class ScalingController:
                 else ", probing (no capacity measured yet)"
             )
             return self._decision(
-                now_s, "scale_in", channels, target, "P2", signals,
+                now_s,
+                "scale_in",
+                channels,
+                target,
+                "P2",
+                signals,
                 f"not congested (index {ev.congestion.index:.2f}) at {ev.input_rate_rps:,.0f} rec/s: "
                 f"scale in to {target} channels{fit}{forgot}",
             )
         lone = self._lone_underloaded_channel(ev)
         if lone is not None:
             return self._decision(
-                now_s, "merge", channels, channels - 1, "merge", signals,
+                now_s,
+                "merge",
+                channels,
+                channels - 1,
+                "merge",
+                signals,
                 f"channel {lone} is underloaded ({ev.light_share[lone]:.0%} of periods below the low watermark of its peak) "
                 f"while the others are not: merge it into its ring neighbours ({channels - 1} channels){forgot}",
                 channel=lone,
@@ -400,7 +451,9 @@ class ScalingController:
             target = highest_below
         else:
             return None, "no capacity measured yet and the stage is not underloaded"
-        congested_on_way = [lvl for lvl in range(target, highest_below + 1) if (rec := state.history.get(lvl)) and rec.congested]
+        congested_on_way = [
+            lvl for lvl in range(target, highest_below + 1) if (rec := state.history.get(lvl)) and rec.congested
+        ]
         if congested_on_way:
             target = max(congested_on_way) + 1
             if target > highest_below:
@@ -456,15 +509,26 @@ class ScalingController:
         channel: int | None = None,
     ) -> Decision:
         return Decision(
-            time_s=now_s, action=action, from_channels=from_channels, to_channels=to_channels,
-            channel=channel, rule=rule, signals=signals, reason=reason,
+            time_s=now_s,
+            action=action,
+            from_channels=from_channels,
+            to_channels=to_channels,
+            channel=channel,
+            rule=rule,
+            signals=signals,
+            reason=reason,
         )
 
     @staticmethod
     def _none(now_s: float, channels: int, rule: str, reason: str, signals: dict[str, float]) -> Decision:
         return Decision(
-            time_s=now_s, action="none", from_channels=channels, to_channels=channels,
-            rule=rule, signals=signals, reason=reason,
+            time_s=now_s,
+            action="none",
+            from_channels=channels,
+            to_channels=channels,
+            rule=rule,
+            signals=signals,
+            reason=reason,
         )
 
 

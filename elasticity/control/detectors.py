@@ -47,7 +47,9 @@ def update_peaks(
     a past workload, so every channel starts again from its current throughput (eSault).
     Returns (peaks, whether they were reset).
     """
-    clear_rise = bool(np.any((peaks >= options.min_peak_rps) & (throughput_rps > peaks * options.peak_reset_rise_factor)))
+    clear_rise = bool(
+        np.any((peaks >= options.min_peak_rps) & (throughput_rps > peaks * options.peak_reset_rise_factor))
+    )
     if any_timeout or clear_rise:
         return throughput_rps.copy(), True
     return np.maximum(peaks, throughput_rps), False
@@ -108,7 +110,11 @@ def congestion_signal(
         drain_term = min(1.0, options.threshold * drain_s / options.max_drain_s)
     index = max(growth_share, bound_term, drain_term)
     return CongestionSignal(
-        index=index, congested=index >= options.threshold, lag_s=lag_s, growth_share=growth_share, draining=draining,
+        index=index,
+        congested=index >= options.threshold,
+        lag_s=lag_s,
+        growth_share=growth_share,
+        draining=draining,
         drain_s=drain_s,
     )
 
@@ -265,7 +271,7 @@ def evaluate(
         latest_throughput_rps=snapshot.throughput_rps,
         total_throughput_rps=float(recent_throughput),
         input_rate_rps=snapshot.input_rate_rps,
-        recent_max_input_rate_rps=float(windows.input_rate[-min(seen, windows.input_rate.size):].max()),
+        recent_max_input_rate_rps=float(windows.input_rate[-min(seen, windows.input_rate.size) :].max()),
         total_lag_records=snapshot.total_lag_records,
         congestion=congestion,
         timeout_in_window=bool(timed_out_recently.any()),

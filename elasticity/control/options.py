@@ -20,15 +20,22 @@ class OverloadOptions(_Options):
     """eSault's overload detection by probe latency, per channel."""
 
     max_latency_s: float = Field(1.0, gt=0, description="MAX_LATENCY: a probe slower than this counts as late.")
-    probe_period_s: float = Field(1.0, gt=0, description="PROBE_PERIOD: time between two probe rounds (one sampling period).")
+    probe_period_s: float = Field(
+        1.0, gt=0, description="PROBE_PERIOD: time between two probe rounds (one sampling period)."
+    )
     probe_timeout_s: float = Field(
-        5.0, gt=0, description="A probe not back after this long is a timeout (it counts as late and resets underload peaks)."
+        5.0,
+        gt=0,
+        description="A probe not back after this long is a timeout (it counts as late and resets underload peaks).",
     )
     reaction_time: int = Field(
         3, ge=1, description="OVERLOAD_REACTION_TIME: number of sampling periods the overload window spans."
     )
     reaction_factor: float = Field(
-        0.5, ge=0, lt=1, description="OVERLOAD_REACTION_FACTOR: overloaded when the share of late probes in the window exceeds this."
+        0.5,
+        ge=0,
+        lt=1,
+        description="OVERLOAD_REACTION_FACTOR: overloaded when the share of late probes in the window exceeds this.",
     )
 
 
@@ -36,13 +43,19 @@ class UnderloadOptions(_Options):
     """eSault's underload detection by throughput against the remembered peak, per channel."""
 
     low_watermark: float = Field(
-        0.6, gt=0, lt=1, description="LOW_WATERMARK: a period is light when throughput < LOW_WATERMARK x the channel's peak."
+        0.6,
+        gt=0,
+        lt=1,
+        description="LOW_WATERMARK: a period is light when throughput < LOW_WATERMARK x the channel's peak.",
     )
     reaction_time: int = Field(
         5, ge=1, description="UNDERLOAD_REACTION_TIME: number of sampling periods the underload window spans."
     )
     reaction_factor: float = Field(
-        0.6, ge=0, lt=1, description="UNDERLOAD_REACTION_FACTOR: underloaded when the share of light periods exceeds this."
+        0.6,
+        ge=0,
+        lt=1,
+        description="UNDERLOAD_REACTION_FACTOR: underloaded when the share of light periods exceeds this.",
     )
     peak_reset_rise_factor: float = Field(
         1.25,
@@ -66,7 +79,9 @@ class CongestionOptions(_Options):
         "count as growing; absorbs noise.",
     )
     max_lag_s: float = Field(
-        3.0, gt=0, description="Lag above this many seconds of input is congestion even if it is flat (not if it drains)."
+        3.0,
+        gt=0,
+        description="Lag above this many seconds of input is congestion even if it is flat (not if it drains).",
     )
     max_drain_s: float | None = Field(
         None,
@@ -139,7 +154,9 @@ class ControllerOptions(_Options):
         if self.min_channels > self.max_channels:
             raise ValueError(f"min_channels {self.min_channels} > max_channels {self.max_channels}")
         if self.scale_in_utilization > self.scale_out_utilization:
-            raise ValueError("scale_in_utilization must not exceed scale_out_utilization (no hysteresis band otherwise)")
+            raise ValueError(
+                "scale_in_utilization must not exceed scale_out_utilization (no hysteresis band otherwise)"
+            )
         return self
 
 

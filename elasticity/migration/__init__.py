@@ -16,7 +16,20 @@ from elasticity.migration.registry import LayoutRegistry, RegistryError, Rescale
 from elasticity.migration.report import MigrationReport
 
 __all__ = [
-    "BarrierCheck", "DonatedFile", "HOOK_POINTS", "Journal", "LayoutRegistry", "MigrationArea", "MigrationError",
-    "MigrationPlan", "MigrationReport", "Migrator", "Phase", "RecoveryResult", "RegistryError", "RescaleInProgress",
-    "collect_channel", "donate_channel",
+    "BarrierCheck",
+    "DonatedFile",
+    "HOOK_POINTS",
+    "Journal",
+    "LayoutRegistry",
+    "MigrationArea",
+    "MigrationError",
+    "MigrationPlan",
+    "MigrationReport",
+    "Migrator",
+    "Phase",
+    "RecoveryResult",
+    "RegistryError",
+    "RescaleInProgress",
+    "collect_channel",
+    "donate_channel",
 ]

@@ -82,7 +82,9 @@ def _no_hook(point: str) -> None:
     return None
 
 
-def donate_channel(plan: MigrationPlan, area: MigrationArea, store: StateStore, hook: Hook = _no_hook) -> list[DonatedFile]:
+def donate_channel(
+    plan: MigrationPlan, area: MigrationArea, store: StateStore, hook: Hook = _no_hook
+) -> list[DonatedFile]:
     """Write what `store`'s channel gives away under `plan`; skip if its manifest is intact."""
     source = store.channel
     targets = plan.targets_of(source)
@@ -167,8 +169,13 @@ class Migrator:
         if plan.unexpected_moves() and not allow_rebalance:
             raise MigrationError(f"non-monotone layout change: {plan.unexpected_moves()[:3]} ...")
         report = MigrationReport(
-            old.epoch, new.epoch, str(new.origin.get("op", "custom")), old.n_channels, new.n_channels,
-            ideal_fraction=plan.ideal_fraction, ring_fraction=plan.ring_fraction,
+            old.epoch,
+            new.epoch,
+            str(new.origin.get("op", "custom")),
+            old.n_channels,
+            new.n_channels,
+            ideal_fraction=plan.ideal_fraction,
+            ring_fraction=plan.ring_fraction,
         )
         if self._count_keys:
             report.keys_total = sum(len(self.backend.open(c)) for c in old.channels)
@@ -223,7 +230,9 @@ class Migrator:
         return self.recover("rollback")
 
     # ---- phases -------------------------------------------------------------------------------
-    def _donate_and_barrier(self, plan: MigrationPlan, area: MigrationArea, journal: Journal, report: MigrationReport) -> None:
+    def _donate_and_barrier(
+        self, plan: MigrationPlan, area: MigrationArea, journal: Journal, report: MigrationReport
+    ) -> None:
         with self._timed(report, "donate"):
             journal.record(Phase.DONATING, donors=plan.donors)
             donations = self._parallel(
@@ -245,7 +254,9 @@ class Migrator:
             journal.record(Phase.COLLECTED)
             self._hook("collected")
 
-    def _commit_and_finalize(self, plan: MigrationPlan, area: MigrationArea, journal: Journal, report: MigrationReport) -> None:
+    def _commit_and_finalize(
+        self, plan: MigrationPlan, area: MigrationArea, journal: Journal, report: MigrationReport
+    ) -> None:
         with self._timed(report, "commit"):
             self.registry.commit(plan.epoch)
             self._hook("committed")
@@ -298,7 +309,6 @@ class Migrator:
             yield
         finally:
             report.phase_ms[phase] = report.phase_ms.get(phase, 0.0) + (self._clock() - start) * 1000.0
-
 
     def _withdraw(self, channel: int, epoch: int) -> None:
         _withdraw_migration(self.backend.open(channel), epoch)

@@ -2,8 +2,8 @@
 changelogs plus snapshots on any pyarrow filesystem. See `store` for the contract."""
 
 from elasticity.state.backend import MemoryBackend, RocksBackend, StoreBackend
-from elasticity.state.durable import HistoryBackend, HistoryStore, fold_entries
 from elasticity.state.codecs import BytesCodec, Float64Codec, Int64Codec, JsonCodec, ValueCodec, codec_by_name
+from elasticity.state.durable import HistoryBackend, HistoryStore, fold_entries
 from elasticity.state.files import Location
 from elasticity.state.history import FileHistory, History, MemoryHistory, prune
 from elasticity.state.memory import MemoryStore
@@ -12,8 +12,31 @@ from elasticity.state.rocks import RocksStore
 from elasticity.state.store import StateStore, StateStoreError, Transaction, TransactionStateError, TxState
 
 __all__ = [
-    "BytesCodec", "ENTRY_SCHEMA", "FileHistory", "Float64Codec", "History", "HistoryBackend", "HistoryStore", "INITIAL_VERSION", "Int64Codec",
-    "JsonCodec", "Location", "MemoryBackend", "MemoryHistory", "MemoryStore", "RocksBackend", "RocksStore",
-    "StateStore", "StateStoreError", "StoreBackend", "Transaction", "TransactionStateError", "TxState",
-    "ValueCodec", "Version", "codec_by_name", "fold_entries", "prune",
+    "BytesCodec",
+    "ENTRY_SCHEMA",
+    "FileHistory",
+    "Float64Codec",
+    "History",
+    "HistoryBackend",
+    "HistoryStore",
+    "INITIAL_VERSION",
+    "Int64Codec",
+    "JsonCodec",
+    "Location",
+    "MemoryBackend",
+    "MemoryHistory",
+    "MemoryStore",
+    "RocksBackend",
+    "RocksStore",
+    "StateStore",
+    "StateStoreError",
+    "StoreBackend",
+    "Transaction",
+    "TransactionStateError",
+    "TxState",
+    "ValueCodec",
+    "Version",
+    "codec_by_name",
+    "fold_entries",
+    "prune",
 ]

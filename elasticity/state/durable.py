@@ -86,7 +86,9 @@ def _same_as_next(ordered: pa.Table, hashes: np.ndarray, collisions_ok: bool = F
 class HistoryStore(StateStore):
     """One channel's state read from and written to its `History` only (no local copy)."""
 
-    def __init__(self, channel: int, codec: ValueCodec[Any], history: History, key_hasher: KeyHasher = hash_str) -> None:
+    def __init__(
+        self, channel: int, codec: ValueCodec[Any], history: History, key_hasher: KeyHasher = hash_str
+    ) -> None:
         super().__init__(channel, codec, history, key_hasher)
         self._version = INITIAL_VERSION
         # The full fold at one version, built on demand (point reads) and dropped when the
@@ -169,7 +171,9 @@ class HistoryBackend:
         with self._lock:
             store = self._stores.get(channel)
             if store is None:
-                store = self._stores[channel] = HistoryStore(channel, self.codec, self._history(channel), self.key_hasher)
+                store = self._stores[channel] = HistoryStore(
+                    channel, self.codec, self._history(channel), self.key_hasher
+                )
             elif store._open_tx is None:
                 store.sync()
             return store

@@ -200,7 +200,9 @@ class Transaction:
     def __enter__(self) -> Transaction:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is None:
             self.commit()
         elif self._state in (TxState.STARTED, TxState.PREPARED):
@@ -210,7 +212,9 @@ class Transaction:
 class StateStore(ABC):
     """Keyed state of one channel, versioned by micro-batch id and migration epoch."""
 
-    def __init__(self, channel: int, codec: ValueCodec[Any], history: History, key_hasher: KeyHasher = hash_str) -> None:
+    def __init__(
+        self, channel: int, codec: ValueCodec[Any], history: History, key_hasher: KeyHasher = hash_str
+    ) -> None:
         self.channel = channel
         self.codec = codec
         self.history = history

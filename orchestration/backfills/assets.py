@@ -1,12 +1,28 @@
 """Daily-partitioned batch assets: `<pipeline>_daily_counts`, one partition per UTC day,
 recomputed by Spark from the stream's bronze archive. Re-running a day replaces it."""
 
-from typing import Optional
 
-from dagster import AssetExecutionContext, AssetsDefinition, AssetSpec, Config, Failure, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetsDefinition,
+    AssetSpec,
+    Config,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 from pydantic import Field
 
-from orchestration.backfills.targets import DAILY_PARTITIONS, bronze_key, daily_key, is_catalogued, spec_for, stream_key, utc_today
+from orchestration.backfills.targets import (
+    DAILY_PARTITIONS,
+    bronze_key,
+    daily_key,
+    is_catalogued,
+    spec_for,
+    stream_key,
+    utc_today,
+)
 from orchestration.resources import EspSettingsResource, EspSparkResource
 from pipelines.batch.pipelines import BatchPipeline
 from pipelines.batch.recompute import recompute_day
@@ -16,7 +32,7 @@ from pipelines.batch.tables import parse_day
 class DailyRecomputeConfig(Config):
     """How one day is recomputed; the defaults recompute the catalogued stream's day."""
 
-    stream_root: Optional[str] = Field(
+    stream_root: str | None = Field(
         None, description="The stream's folder (bronze in, daily table out); default: <run dir>/streams/<pipeline>."
     )
 
@@ -43,7 +59,10 @@ def make_daily_asset(pipeline: BatchPipeline) -> AssetsDefinition:
         op_tags={"esp/pipeline": pipeline.name},
     )
     def daily_counts(
-        context: AssetExecutionContext, config: DailyRecomputeConfig, esp_settings: EspSettingsResource, spark: EspSparkResource
+        context: AssetExecutionContext,
+        config: DailyRecomputeConfig,
+        esp_settings: EspSettingsResource,
+        spark: EspSparkResource,
     ) -> MaterializeResult:
         day = parse_day(context.partition_key)
         if day > utc_today():

@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from orchestration.backfills.targets import PARTITIONS_START, spec_for, utc_today
 from pipelines.batch.pipelines import BatchPipeline, pipeline_named
@@ -42,7 +42,7 @@ class DayOutcome:
     day: dt.date
     success: bool
     metadata: dict[str, Any]
-    error: Optional[str] = None
+    error: str | None = None
 
 
 def _as_day(value: str | dt.date, what: str) -> dt.date:
@@ -60,8 +60,8 @@ def plan_backfill(
     start: str | dt.date,
     end: str | dt.date,
     *,
-    stream_root: Optional[str] = None,
-    today: Optional[dt.date] = None,
+    stream_root: str | None = None,
+    today: dt.date | None = None,
 ) -> BackfillPlan:
     """Validate a request (pipeline, range, data present) and list its days."""
     try:
@@ -73,7 +73,9 @@ def plan_backfill(
     if first > last:
         raise BackfillError(f"--from {first} is after --to {last}")
     if last > today:
-        raise BackfillError(f"{last} is in the future (today is {today} UTC); the latest day you can backfill is {today}")
+        raise BackfillError(
+            f"{last} is in the future (today is {today} UTC); the latest day you can backfill is {today}"
+        )
     if first < parse_day(PARTITIONS_START):
         raise BackfillError(f"daily partitions start on {PARTITIONS_START}; {first} is before that")
     days = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
@@ -102,7 +104,7 @@ def _no_data_message(pipeline: BatchPipeline, spec: StreamSpec, first: dt.date, 
 def run_backfill(
     plan: BackfillPlan,
     *,
-    settings_file: Optional[Path] = None,
+    settings_file: Path | None = None,
     instance: Any = None,
     on_day: Callable[[DayOutcome], None] = lambda outcome: None,
 ) -> list[DayOutcome]:
@@ -119,8 +121,13 @@ def run_backfill(
     outcomes = []
     for day in plan.days:
         result = materialize(
-            [asset], partition_key=day.isoformat(), resources=resources, run_config=run_config,
-            instance=instance, raise_on_error=False, tags={"esp/backfill": "cli", "esp/pipeline": plan.pipeline.name},
+            [asset],
+            partition_key=day.isoformat(),
+            resources=resources,
+            run_config=run_config,
+            instance=instance,
+            raise_on_error=False,
+            tags={"esp/backfill": "cli", "esp/pipeline": plan.pipeline.name},
         )
         outcome = _outcome(day, result)
         outcomes.append(outcome)

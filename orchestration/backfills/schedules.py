@@ -18,7 +18,9 @@ NIGHTLY_CRON = "15 1 * * *"
 
 def daily_recompute_job(daily_assets: list):  # -> dagster's unresolved asset job
     return define_asset_job(
-        "daily_recompute_job", selection=daily_assets, partitions_def=DAILY_PARTITIONS,
+        "daily_recompute_job",
+        selection=daily_assets,
+        partitions_def=DAILY_PARTITIONS,
         description="Recompute the daily batch tables of every pipeline for one day.",
         tags={"esp/backfill": "scheduled"},
     )
@@ -26,7 +28,7 @@ def daily_recompute_job(daily_assets: list):  # -> dagster's unresolved asset jo
 
 def yesterday_of(moment: dt.datetime) -> dt.date:
     """The last closed UTC day at `moment`."""
-    return moment.astimezone(dt.timezone.utc).date() - dt.timedelta(days=1)
+    return moment.astimezone(dt.UTC).date() - dt.timedelta(days=1)
 
 
 def nightly_backfill_schedule(job) -> ScheduleDefinition:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Optional
 
 from dagster import AssetKey, DailyPartitionsDefinition
 
@@ -26,15 +25,19 @@ def pipelines() -> list[BatchPipeline]:
     return list(BATCH_PIPELINES.values())
 
 
-def spec_for(settings: EspSettings, pipeline: BatchPipeline, root: Optional[str] = None) -> StreamSpec:
+def spec_for(settings: EspSettings, pipeline: BatchPipeline, root: str | None = None) -> StreamSpec:
     """The pipeline's stream spec (catalogued options if the stream is catalogued), optionally
     with its folder replaced."""
     entry = next((e for e in STREAMS if e.name == pipeline.name), None)
     folder = root or str(stream_root(settings, pipeline.name))
     if entry is not None:
         return stream_spec(settings, entry).model_copy(update={"root": str(Path(folder).resolve())})
-    return StreamSpec(name=pipeline.name, job=pipeline.name, root=str(Path(folder).resolve()),
-                      bootstrap_servers=settings.kafka.bootstrap_servers)
+    return StreamSpec(
+        name=pipeline.name,
+        job=pipeline.name,
+        root=str(Path(folder).resolve()),
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+    )
 
 
 def is_catalogued(pipeline: BatchPipeline) -> bool:
@@ -42,7 +45,7 @@ def is_catalogued(pipeline: BatchPipeline) -> bool:
 
 
 def utc_today() -> dt.date:
-    return dt.datetime.now(dt.timezone.utc).date()
+    return dt.datetime.now(dt.UTC).date()
 
 
 def stream_key(pipeline: BatchPipeline) -> AssetKey:

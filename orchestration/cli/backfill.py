@@ -10,7 +10,6 @@ See `orchestration.backfills.runner` for why in-process.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -36,15 +35,23 @@ def _summary(outcomes) -> Table:
     for o in outcomes:
         status = "[green]ok[/]" if o.success else f"[red]failed[/] {o.error or ''}"
         m = o.metadata
-        table.add_row(o.day.isoformat(), status, str(m.get("bronze_rows", "")), str(m.get("rows", "")), str(m.get("total_count", "")))
+        table.add_row(
+            o.day.isoformat(),
+            status,
+            str(m.get("bronze_rows", "")),
+            str(m.get("rows", "")),
+            str(m.get("total_count", "")),
+        )
     return table
 
 
 def backfill_command(
     pipeline: str = typer.Option(..., "--pipeline", "-p", help="Pipeline to recompute: wordcount | adclicks."),
     start: str = typer.Option(..., "--from", help="First day, YYYY-MM-DD (UTC)."),
-    end: Optional[str] = typer.Option(None, "--to", help="Last day, YYYY-MM-DD (UTC), inclusive; default: --from."),
-    stream_root: Optional[Path] = typer.Option(None, "--stream-root", help="The stream's folder; default: <run dir>/streams/<pipeline>."),
+    end: str | None = typer.Option(None, "--to", help="Last day, YYYY-MM-DD (UTC), inclusive; default: --from."),
+    stream_root: Path | None = typer.Option(
+        None, "--stream-root", help="The stream's folder; default: <run dir>/streams/<pipeline>."
+    ),
     ephemeral: bool = typer.Option(False, "--ephemeral", help="Do not record the runs in esp's Dagster instance."),
     config: ConfigOption = None,
 ) -> None:
@@ -55,14 +62,20 @@ def backfill_command(
 
         settings = load_settings(config)
         try:
-            plan = plan_backfill(settings, pipeline, start, end or start, stream_root=str(stream_root) if stream_root else None)
+            plan = plan_backfill(
+                settings, pipeline, start, end or start, stream_root=str(stream_root) if stream_root else None
+            )
         except BackfillError as error:
             raise ValueError(str(error)) from None
         if plan.empty_days:
-            console.print(f"[yellow]note:[/] no bronze data on {', '.join(d.isoformat() for d in plan.empty_days)}: "
-                          "those partitions will be empty")
-        console.print(f"backfilling [bold]{plan.pipeline.name}[/] {plan.days[0]} → {plan.days[-1]} "
-                      f"({len(plan.days)} day(s)) from {plan.spec.bronze_table}")
+            console.print(
+                f"[yellow]note:[/] no bronze data on {', '.join(d.isoformat() for d in plan.empty_days)}: "
+                "those partitions will be empty"
+            )
+        console.print(
+            f"backfilling [bold]{plan.pipeline.name}[/] {plan.days[0]} → {plan.days[-1]} "
+            f"({len(plan.days)} day(s)) from {plan.spec.bronze_table}"
+        )
         instance = _instance(settings, ephemeral)
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
@@ -70,8 +83,11 @@ def backfill_command(
 
             def on_day(outcome) -> None:
                 mark = "[green]✓[/]" if outcome.success else "[red]✗[/]"
-                detail = (f"{outcome.metadata.get('rows', 0)} rows, total {outcome.metadata.get('total_count', 0)}"
-                          if outcome.success else outcome.error)
+                detail = (
+                    f"{outcome.metadata.get('rows', 0)} rows, total {outcome.metadata.get('total_count', 0)}"
+                    if outcome.success
+                    else outcome.error
+                )
                 progress.console.print(f"{mark} {outcome.day} {detail}")
                 progress.advance(task)
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -12,7 +13,7 @@ from rich.console import Console
 console = Console()
 
 ConfigOption = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--config", "-c", help="esp settings file (YAML or JSON); default: $ESP_CONFIG or built-in defaults."),
 ]
 

@@ -11,7 +11,9 @@ from rich.table import Table
 
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
-infra_app = typer.Typer(help="Start, stop and inspect the local stack (Kafka KRaft broker, jars).", no_args_is_help=True)
+infra_app = typer.Typer(
+    help="Start, stop and inspect the local stack (Kafka KRaft broker, jars).", no_args_is_help=True
+)
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 
 
@@ -66,8 +68,10 @@ def status(config: ConfigOption = None) -> None:
     with friendly_errors():
         state = kafka_broker(load_settings(config)).status()
     table = Table("component", "state", "pid", "address", "note")
-    label = "[green]running[/]" if state.running and state.answering else (
-        "[yellow]not answering[/]" if state.running else "[red]stopped[/]"
+    label = (
+        "[green]running[/]"
+        if state.running and state.answering
+        else ("[yellow]not answering[/]" if state.running else "[red]stopped[/]")
     )
     table.add_row("kafka", label, str(state.pid or "-"), state.bootstrap_servers, state.note)
     console.print(table)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,7 +26,9 @@ from orchestration.cli.common import ConfigOption, console, friendly_errors
 if TYPE_CHECKING:
     from pipelines.load import LoadProgress, LoadReport, LoadSpec
 
-load_app = typer.Typer(help="Synthetic load to Kafka: word-count lines or ad events at a target rate.", no_args_is_help=True)
+load_app = typer.Typer(
+    help="Synthetic load to Kafka: word-count lines or ad events at a target rate.", no_args_is_help=True
+)
 
 RATE_WINDOW_S = 2.0  # the progress bar's achieved rate is measured over this many seconds
 
@@ -95,14 +98,14 @@ def _progress_bar() -> Progress:
     )
 
 
-def _run_with_progress(label: str, total: int, start: Any, target_rate: Any | None) -> "LoadReport":
+def _run_with_progress(label: str, total: int, start: Any, target_rate: Any | None) -> LoadReport:
     """Call start(on_progress) under a progress bar fed by its LoadProgress updates;
     target_rate(t) adds the profile's current rate (paced runs)."""
     tracker = _RateTracker()
     with _progress_bar() as bar:
         task = bar.add_task(label, total=total, rate=0.0, target="")
 
-        def on_progress(p: "LoadProgress") -> None:
+        def on_progress(p: LoadProgress) -> None:
             rate = tracker.update(time.monotonic(), p.sent)
             target = f"  (target {target_rate(p.elapsed_s):,.0f} rec/s)" if target_rate else ""
             bar.update(task, completed=min(p.sent, total), rate=rate, target=target)
@@ -110,7 +113,7 @@ def _run_with_progress(label: str, total: int, start: Any, target_rate: Any | No
         return start(on_progress)
 
 
-def _summary_table(report: "LoadReport") -> Table:
+def _summary_table(report: LoadReport) -> Table:
     table = Table("figure", "value", title=f"load on {report.spec.topic}")
     paced = bool(report.per_second_target)  # pre-loads have no target series
     rows = [
@@ -133,7 +136,7 @@ def _summary_table(report: "LoadReport") -> Table:
     return table
 
 
-def plot_rates(report: "LoadReport", path: Path) -> None:
+def plot_rates(report: LoadReport, path: Path) -> None:
     """PNG of target vs achieved records per second."""
     import matplotlib
 
@@ -155,7 +158,7 @@ def plot_rates(report: "LoadReport", path: Path) -> None:
     plt.close(fig)
 
 
-def _finish(report: "LoadReport", json_path: Path | None, plot_path: Path | None, with_counts: bool) -> None:
+def _finish(report: LoadReport, json_path: Path | None, plot_path: Path | None, with_counts: bool) -> None:
     console.print(_summary_table(report))
     if report.first_error:
         console.print(f"[yellow]first delivery error:[/] {report.first_error}")
@@ -171,7 +174,7 @@ def _finish(report: "LoadReport", json_path: Path | None, plot_path: Path | None
         console.print(f"plot written to {plot_path}")
 
 
-def _spec(**fields: Any) -> "LoadSpec":
+def _spec(**fields: Any) -> LoadSpec:
     from pipelines.load import LoadSpec
 
     return LoadSpec(**{k: v for k, v in fields.items() if v is not None})
@@ -181,8 +184,12 @@ def _spec(**fields: Any) -> "LoadSpec":
 def run_command(
     profile: str = typer.Option("constant", "--profile", "-p", help="constant | step | square | sine | esault."),
     peak: float = typer.Option(1000.0, "--peak", min=0.001, help="Peak target rate, records/s (all processes)."),
-    base: Optional[float] = typer.Option(None, "--base", min=0.0, help="Lowest rate; default a profile-specific share of the peak."),
-    duration: Optional[float] = typer.Option(None, "--duration", "-d", min=0.001, help="Run length, s; default the profile's own."),
+    base: float | None = typer.Option(
+        None, "--base", min=0.0, help="Lowest rate; default a profile-specific share of the peak."
+    ),
+    duration: float | None = typer.Option(
+        None, "--duration", "-d", min=0.001, help="Run length, s; default the profile's own."
+    ),
     speed: float = typer.Option(1.0, "--speed", min=0.001, help="Time compression of the profile (2 = twice as fast)."),
     topic: str = TopicOpt,
     kind: str = KindOpt,
@@ -195,9 +202,9 @@ def run_command(
     late_by: float = LateByOpt,
     seed: int = SeedOpt,
     processes: int = typer.Option(1, "--processes", "-P", min=0, help="Producer processes; 0 = enough for the peak."),
-    bootstrap: Optional[str] = BootstrapOpt,
-    json_path: Optional[Path] = JsonOpt,
-    plot_path: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of target vs achieved rate here."),
+    bootstrap: str | None = BootstrapOpt,
+    json_path: Path | None = JsonOpt,
+    plot_path: Path | None = typer.Option(None, "--plot", help="Write a PNG of target vs achieved rate here."),
     counts: bool = typer.Option(False, "--counts/--no-counts", help="Include the per-key counts sent in the JSON."),
     config: ConfigOption = None,
 ) -> None:
@@ -237,8 +244,8 @@ def preload_command(
     key: str = KeyOpt,
     seed: int = SeedOpt,
     processes: int = typer.Option(0, "--processes", "-P", min=0, help="Producer processes; 0 = one per CPU."),
-    bootstrap: Optional[str] = BootstrapOpt,
-    json_path: Optional[Path] = JsonOpt,
+    bootstrap: str | None = BootstrapOpt,
+    json_path: Path | None = JsonOpt,
     counts: bool = typer.Option(False, "--counts/--no-counts", help="Include the per-key counts sent in the JSON."),
     config: ConfigOption = None,
 ) -> None:

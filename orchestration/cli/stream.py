@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -15,15 +14,29 @@ stream_app = typer.Typer(help="Elastic stream jobs.", no_args_is_help=True)
 
 
 def _spec(
-    settings, name: str, job: str, topic: str, channels: int, trigger: float, max_offsets: Optional[int], root: Optional[Path],
+    settings,
+    name: str,
+    job: str,
+    topic: str,
+    channels: int,
+    trigger: float,
+    max_offsets: int | None,
+    root: Path | None,
     service_ms: float = 0.0,
 ):
     from pipelines.streams.spec import StreamSpec
 
     folder = root or settings.run_dir / "streams" / name
     return StreamSpec(
-        name=name, job=job, input_topic=topic, bootstrap_servers=settings.kafka.bootstrap_servers, root=str(folder),
-        channels=channels, trigger_seconds=trigger, max_offsets_per_trigger=max_offsets, service_ms_per_record=service_ms,
+        name=name,
+        job=job,
+        input_topic=topic,
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        root=str(folder),
+        channels=channels,
+        trigger_seconds=trigger,
+        max_offsets_per_trigger=max_offsets,
+        service_ms_per_record=service_ms,
     )
 
 
@@ -34,10 +47,12 @@ def run(
     topic: str = typer.Option("words", help="Input topic."),
     channels: int = typer.Option(4, min=1, help="Channels of the elastic stage at first start."),
     trigger: float = typer.Option(1.0, help="Micro-batch trigger interval, seconds."),
-    max_offsets: Optional[int] = typer.Option(None, help="Cap on records per micro-batch."),
-    root: Optional[Path] = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
+    max_offsets: int | None = typer.Option(None, help="Cap on records per micro-batch."),
+    root: Path | None = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
     observe_every: float = typer.Option(5.0, help="Seconds between printed observations."),
-    service_ms: float = typer.Option(0.0, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage)."),
+    service_ms: float = typer.Option(
+        0.0, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage)."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Run a stream in the foreground until Ctrl-C or SIGTERM (graceful: the batch finishes)."""
@@ -64,10 +79,10 @@ def run(
 @stream_app.command("rescale")
 def rescale(
     name: str = typer.Option("wordcount", help="Stream name."),
-    channels: Optional[int] = typer.Option(None, help="Scale to this many channels."),
-    split: Optional[int] = typer.Option(None, help="Split this channel."),
-    merge: Optional[int] = typer.Option(None, help="Merge this channel into its neighbours."),
-    root: Optional[Path] = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
+    channels: int | None = typer.Option(None, help="Scale to this many channels."),
+    split: int | None = typer.Option(None, help="Split this channel."),
+    merge: int | None = typer.Option(None, help="Merge this channel into its neighbours."),
+    root: Path | None = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
     timeout: float = typer.Option(120.0, help="Seconds to wait for the stream to apply it."),
     config: ConfigOption = None,
 ) -> None:
@@ -80,8 +95,10 @@ def rescale(
         if sum(chosen) != 1:
             raise ValueError("give exactly one of --channels, --split, --merge")
         target = (
-            RescaleTarget(op="scale_to", channels=channels) if channels is not None
-            else RescaleTarget(op="split", channel=split) if split is not None
+            RescaleTarget(op="scale_to", channels=channels)
+            if channels is not None
+            else RescaleTarget(op="split", channel=split)
+            if split is not None
             else RescaleTarget(op="merge", channel=merge)
         )
         folder = root or load_settings(config).run_dir / "streams" / name

@@ -17,7 +17,7 @@ per-phase milliseconds), the controller's rule and reason, and the share plot.
 
 import base64
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from dagster import (
     AssetExecutionContext,
@@ -37,15 +37,20 @@ from pydantic import Field
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 
-ACTIVE_RUN = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+ACTIVE_RUN = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
 
 
 class RescaleTargetConfig(Config):
     """The layout wanted: scale to N channels, or split / merge one channel (by layout channel id)."""
 
     op: Literal["scale_to", "split", "merge"] = Field("scale_to", description="scale_to N | split c | merge c.")
-    channels: Optional[int] = Field(None, ge=1, description="scale_to: the channel count wanted.")
-    channel: Optional[int] = Field(None, ge=0, description="split/merge: the channel id (as in the layout).")
+    channels: int | None = Field(None, ge=1, description="scale_to: the channel count wanted.")
+    channel: int | None = Field(None, ge=0, description="split/merge: the channel id (as in the layout).")
 
 
 class LayoutConfig(Config):
@@ -105,7 +110,9 @@ def _cost_metadata(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def stream_is_running(context: AssetExecutionContext, entry: StreamEntry, files, alive_within_s: float) -> tuple[bool, str]:
+def stream_is_running(
+    context: AssetExecutionContext, entry: StreamEntry, files, alive_within_s: float
+) -> tuple[bool, str]:
     """Whether a live process consumes the stream's control folder, and how we know."""
     runs = context.instance.get_runs(filters=RunsFilter(job_name=stream_job_name(entry), statuses=ACTIVE_RUN), limit=1)
     if runs:
@@ -155,20 +162,32 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
 
         if config.dry_run:
             path = plots / f"plan-e{plan.after.epoch}.png"
-            context.log.info("dry run: %s would move %.1f%% of the ring (ideal %.1f%%)", describe_target(target),
-                             100 * plan.ring_fraction, 100 * plan.ideal_fraction)
+            context.log.info(
+                "dry run: %s would move %.1f%% of the ring (ideal %.1f%%)",
+                describe_target(target),
+                100 * plan.ring_fraction,
+                100 * plan.ideal_fraction,
+            )
             yield AssetObservation(
                 asset_key=key,
-                metadata={"dry_run": True, "target": describe_target(target), "reason": config.reason,
-                          **_plan_metadata(plan, path, write_share_plot(plan, path))},
+                metadata={
+                    "dry_run": True,
+                    "target": describe_target(target),
+                    "reason": config.reason,
+                    **_plan_metadata(plan, path, write_share_plot(plan, path)),
+                },
             )
             return
 
         running, why = stream_is_running(context, entry, files, config.alive_within_s)
         reason = f"{config.reason} [{config.rule}]"
         if running:
-            context.log.info("stream %s is running (%s): requesting %s at its next batch boundary", entry.name, why,
-                             describe_target(target))
+            context.log.info(
+                "stream %s is running (%s): requesting %s at its next batch boundary",
+                entry.name,
+                why,
+                describe_target(target),
+            )
             try:
                 result = rescale_online(spec, target, reason, config.timeout_s)
             except (TimeoutError, RuntimeError) as error:
@@ -182,7 +201,10 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
             except OfflineRefused as refused:
                 raise Failure(f"offline rescale refused: {refused}") from None
         if result.get("status") != "committed":
-            raise Failure(f"the stream refused or failed the rescale: {result.get('error')}", metadata={"result": result_json(result)})
+            raise Failure(
+                f"the stream refused or failed the rescale: {result.get('error')}",
+                metadata={"result": result_json(result)},
+            )
 
         from elasticity.layout import Layout, diff
         from orchestration.elasticity.realizer import RescalePlan

@@ -178,9 +178,7 @@ def _offsets(reading: StreamReading, previous: OffsetSample | None, processed_rp
     if previous is not None and reading.now_s > previous.time_s:
         dt = reading.now_s - previous.time_s
         consumed = sum(o - previous.consumed.get(p, o) for p, o in reading.consumed_offsets.items())
-        processed = sum(
-            m.input_records for m in reading.metrics if previous.time_s < m.wall_time <= reading.now_s
-        )
+        processed = sum(m.input_records for m in reading.metrics if previous.time_s < m.wall_time <= reading.now_s)
         if consumed > 0 and processed > 0:
             ratio = processed / consumed
         produced = sum(o - previous.end.get(p, o) for p, o in reading.end_offsets.items())
@@ -199,7 +197,9 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
     if reading.committed_epoch is not None and newest.epoch < reading.committed_epoch:
         # A rescale committed, but no batch of the new layout has finished yet: deciding on the
         # old layout's metrics would rescale twice for one overload.
-        raise NotReady(f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})")
+        raise NotReady(
+            f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})"
+        )
     epoch_batches = [m for m in metrics if m.epoch == newest.epoch]
     channels = ChannelMap(tuple(sorted(c.channel for c in newest.per_channel)))
     if channels.size == 0:
@@ -216,7 +216,10 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
     latency, outstanding = _latency(epoch_batches, first, channels, reading.now_s, reading.probe_period_s)
     offsets, input_rate = _offsets(reading, previous, float(throughput.sum()))
     partitions = sorted(reading.end_offsets)
-    lag = [max(0, reading.end_offsets[p] - reading.consumed_offsets.get(p, 0)) * offsets.records_per_offset for p in partitions]
+    lag = [
+        max(0, reading.end_offsets[p] - reading.consumed_offsets.get(p, 0)) * offsets.records_per_offset
+        for p in partitions
+    ]
     snapshot = MetricsSnapshot.build(
         time_s=reading.now_s,
         probe_latency_s=latency,

@@ -5,7 +5,6 @@
 """
 
 from collections.abc import Sequence
-from typing import Optional
 
 from dagster import DefaultSensorStatus, Definitions, define_asset_job
 
@@ -22,7 +21,7 @@ def resize_job_name(entry: StreamEntry) -> str:
 def elasticity_definitions(
     entries: Sequence[StreamEntry] = STREAMS,
     interval_s: int = DEFAULT_INTERVAL_S,
-    policy: Optional[ElasticityPolicy] = None,
+    policy: ElasticityPolicy | None = None,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
 ) -> Definitions:
     assets, jobs, sensors = [], [], []

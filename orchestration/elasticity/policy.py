@@ -43,7 +43,9 @@ class ElasticityPolicy(BaseModel):
     min_channels: int = Field(1, ge=1, description="Never fewer channels than this.")
     max_channels: int = Field(8, ge=1, description="Never more channels (keep <= the Spark task slots of the stream).")
     metrics_limit: int = Field(120, ge=4, description="Metrics records (one per batch) read per evaluation.")
-    rescale_timeout_s: float = Field(300.0, gt=0, description="How long a rescale run waits for the stream to apply it.")
+    rescale_timeout_s: float = Field(
+        300.0, gt=0, description="How long a rescale run waits for the stream to apply it."
+    )
     control: ControlOptions | None = Field(
         None, description="Full detector/controller options; None: derived from the fields above (control_options())."
     )

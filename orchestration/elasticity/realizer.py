@@ -44,7 +44,9 @@ def target_for(decision: Decision, channels: ChannelMap) -> RescaleTarget:
 
 
 def describe_target(target: RescaleTarget) -> str:
-    return f"scale to {target.channels} channels" if target.op == "scale_to" else f"{target.op} channel {target.channel}"
+    return (
+        f"scale to {target.channels} channels" if target.op == "scale_to" else f"{target.op} channel {target.channel}"
+    )
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,9 @@ def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dic
 
     files = StreamFiles(spec)
     if files.committed_layout() is None:
-        raise OfflineRefused(f"stream {spec.name} has no committed layout under {spec.elastic_root}: start it once first")
+        raise OfflineRefused(
+            f"stream {spec.name} has no committed layout under {spec.elastic_root}: start it once first"
+        )
     if (waiting := files.pending_request()) is not None:
         raise OfflineRefused(
             f"request {waiting.request_id} ({describe_target(waiting.target)}) is waiting in {spec.control_dir} for the "
@@ -223,8 +227,10 @@ def write_share_plot(plan: RescalePlan, path: Path) -> bytes:
     ax.set_xticks(x, [str(c) for c in channels])
     ax.set_xlabel("channel")
     ax.set_ylabel("share of the hash ring")
-    ax.set_title(f"{plan.before.n_channels} → {plan.after.n_channels} channels, moved {plan.ring_fraction:.1%} "
-                 f"(ideal {plan.ideal_fraction:.1%})")
+    ax.set_title(
+        f"{plan.before.n_channels} → {plan.after.n_channels} channels, moved {plan.ring_fraction:.1%} "
+        f"(ideal {plan.ideal_fraction:.1%})"
+    )
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ control folder, or while a migration is pending in its layout registry.
 """
 
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from dagster import (
     DagsterInstance,
@@ -30,11 +30,16 @@ from orchestration.elasticity.policy import ElasticityPolicy, load_policy
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 
-ACTIVE_RUN = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+ACTIVE_RUN = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
 DEFAULT_INTERVAL_S = 10
 
 
-def rescale_in_flight(instance: DagsterInstance, stream: str, spec) -> Optional[str]:
+def rescale_in_flight(instance: DagsterInstance, stream: str, spec) -> str | None:
     """Why a new rescale of the stream must wait, or None if none is under way."""
     from orchestration.elasticity.realizer import StreamFiles, describe_target
 
@@ -43,7 +48,9 @@ def rescale_in_flight(instance: DagsterInstance, stream: str, spec) -> Optional[
         return f"rescale run {runs[0].run_id[:8]} of {stream} is {runs[0].status.value}; one rescale at a time"
     files = StreamFiles(spec)
     if (request := files.pending_request()) is not None:
-        return f"request {request.request_id} ({describe_target(request.target)}) waits for {stream}'s next batch boundary"
+        return (
+            f"request {request.request_id} ({describe_target(request.target)}) waits for {stream}'s next batch boundary"
+        )
     if (epoch := files.pending_migration()) is not None:
         return f"a migration of {stream} to layout epoch {epoch} is in progress (or awaits recovery)"
     return None
@@ -69,9 +76,9 @@ def make_elasticity_sensor(
     entry: StreamEntry,
     job_name: str,
     interval_s: int = DEFAULT_INTERVAL_S,
-    policy: Optional[ElasticityPolicy] = None,
+    policy: ElasticityPolicy | None = None,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
-    source: Optional[Callable[..., object]] = None,
+    source: Callable[..., object] | None = None,
 ) -> SensorDefinition:
     """The sensor of one stream; `policy` is the default (a stream's override file wins).
 
@@ -103,7 +110,9 @@ def make_elasticity_sensor(
         try:
             reading = make_source(spec, stream_policy).read(time.time())
         except (KafkaError, OSError) as error:
-            return SensorResult(skip_reason=SkipReason(f"cannot read {entry.name}'s metrics: {error}"), cursor=context.cursor)
+            return SensorResult(
+                skip_reason=SkipReason(f"cannot read {entry.name}'s metrics: {error}"), cursor=context.cursor
+            )
         outcome = decide_tick(context.cursor, reading, stream_policy)
         if not outcome.is_rescale:
             return SensorResult(skip_reason=SkipReason(outcome.skip_reason), cursor=outcome.cursor)

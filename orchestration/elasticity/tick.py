@@ -30,7 +30,10 @@ class SensorCursor:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"loop": json.loads(self.loop.to_json()), "offsets": None if self.offsets is None else self.offsets.to_dict()}
+            {
+                "loop": json.loads(self.loop.to_json()),
+                "offsets": None if self.offsets is None else self.offsets.to_dict(),
+            }
         )
 
     @classmethod
@@ -60,7 +63,9 @@ class TickOutcome:
         return self.target is not None
 
 
-def explain(decision: Decision, collected: Collected, policy: ElasticityPolicy, now_s: float, cooldown_until: float | None) -> str:
+def explain(
+    decision: Decision, collected: Collected, policy: ElasticityPolicy, now_s: float, cooldown_until: float | None
+) -> str:
     """The SkipReason of a tick without rescale: the rule's view plus the numbers a person checks."""
     snapshot = collected.snapshot
     numbers = (
@@ -72,7 +77,9 @@ def explain(decision: Decision, collected: Collected, policy: ElasticityPolicy, 
         until = time.strftime("%H:%M:%S", time.localtime(cooldown_until))
         return f"cooling down until {until} ({cooldown_until - now_s:.0f} s) after a rescale; {numbers}"
     if decision.rule == "warmup":
-        return f"warming up at {snapshot.channels} channels (layout epoch {collected.epoch}): {decision.reason}; {numbers}"
+        return (
+            f"warming up at {snapshot.channels} channels (layout epoch {collected.epoch}): {decision.reason}; {numbers}"
+        )
     if decision.rule == "P2" or (decision.rule == "bounds" and "not congested" in decision.reason):
         return f"stable at {snapshot.channels} channels: {numbers} ({decision.rule}: {decision.reason})"
     return f"no rescale at {snapshot.channels} channels ({decision.rule}): {decision.reason}; {numbers}"
@@ -85,7 +92,9 @@ def decide_tick(cursor_text: str | None, reading: StreamReading, policy: Elastic
         collected = collect(reading, cursor.offsets, policy)
     except NotReady as not_ready:
         return TickOutcome(cursor=cursor_text or "", skip_reason=str(not_ready))
-    state, _evaluation, decision = control_step(policy.control_options(), cursor.loop, collected.snapshot, reading.now_s)
+    state, _evaluation, decision = control_step(
+        policy.control_options(), cursor.loop, collected.snapshot, reading.now_s
+    )
     new_cursor = SensorCursor(state, collected.offsets).to_json()
     if not decision.is_rescale:
         reason = explain(decision, collected, policy, reading.now_s, state.controller.cooldown_until_s)

@@ -10,13 +10,13 @@
 """
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
-    AssetCheckSeverity,
     AssetChecksDefinition,
+    AssetCheckSeverity,
     AssetSpec,
     Config,
     MetadataValue,
@@ -47,30 +47,39 @@ from pipelines.batch.reconcile import reconcile
 class CheckConfig(Config):
     """Where the checked stream lives and how much evidence a check reports."""
 
-    stream_root: Optional[str] = Field(None, description="The stream's folder; default: <run dir>/streams/<pipeline>.")
+    stream_root: str | None = Field(None, description="The stream's folder; default: <run dir>/streams/<pipeline>.")
     max_offending: int = Field(50, ge=1, description="At most this many offending keys in the check's metadata.")
 
 
 class DeadLetterCheckConfig(CheckConfig):
     """The dead-letter volume that is still acceptable."""
 
-    max_dead_letters: int = Field(100, ge=0, description="Warn when more dead letters than this arrived in the look-back window.")
+    max_dead_letters: int = Field(
+        100, ge=0, description="Warn when more dead letters than this arrived in the look-back window."
+    )
     lookback_hours: float = Field(24.0, gt=0, description="How far back (Kafka record time) to count dead letters.")
     sample_cap: int = Field(10_000, ge=1, description="Read at most this many dead letters to tally their reasons.")
-    topic: Optional[str] = Field(None, description="The dead-letter topic; default: `<stream>.dlq`.")
+    topic: str | None = Field(None, description="The dead-letter topic; default: `<stream>.dlq`.")
 
 
 # -- the tables the checks are on (produced by the stream run) ----------------------------------
+
 
 def table_assets(pipeline: BatchPipeline) -> list[AssetSpec]:
     upstream = [stream_key(pipeline)] if is_catalogued(pipeline) else []
     return [
         AssetSpec(
-            results_key(pipeline), deps=upstream, group_name="tables", kinds={"parquet"},
+            results_key(pipeline),
+            deps=upstream,
+            group_name="tables",
+            kinds={"parquet"},
             description=f"`{pipeline.name}` results: per micro-batch, the new count of every key it touched (Parquet).",
         ),
         AssetSpec(
-            dead_letters_key(pipeline), deps=upstream, group_name="tables", kinds={"kafka"},
+            dead_letters_key(pipeline),
+            deps=upstream,
+            group_name="tables",
+            kinds={"kafka"},
             description=f"Rejected `{pipeline.name}` records with their reason (Kafka topic `{pipeline.name}.dlq`).",
         ),
     ]
@@ -78,33 +87,51 @@ def table_assets(pipeline: BatchPipeline) -> list[AssetSpec]:
 
 # -- checks -------------------------------------------------------------------------------------
 
+
 def make_results_suite_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=results_key(pipeline), name="results_suite",
+        asset=results_key(pipeline),
+        name="results_suite",
         description="GX: keys and counts not null, counts >= 0, one row per key in the latest view"
-        + (", windows aligned" if pipeline.window_columns else "") + ".",
+        + (", windows aligned" if pipeline.window_columns else "")
+        + ".",
     )
     def results_suite(
-        context: AssetCheckExecutionContext, config: CheckConfig, esp_settings: EspSettingsResource,
-        spark: EspSparkResource, gx: GreatExpectationsResource,
+        context: AssetCheckExecutionContext,
+        config: CheckConfig,
+        esp_settings: EspSettingsResource,
+        spark: EspSparkResource,
+        gx: GreatExpectationsResource,
     ) -> AssetCheckResult:
         spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
         if not has_results(spec.results_table):
-            return AssetCheckResult(passed=True, description="no results table yet", metadata={"table": spec.results_table})
+            return AssetCheckResult(
+                passed=True, description="no results table yet", metadata={"table": spec.results_table}
+            )
         keys = list(pipeline.key_columns)
-        frame = with_window_checks(latest_view(spark.spark_session, spec.results_table, keys), pipeline, spec.window_seconds)
+        frame = with_window_checks(
+            latest_view(spark.spark_session, spec.results_table, keys), pipeline, spec.window_seconds
+        )
         frame = frame.persist()  # GX computes many metrics over it
         try:
-            outcome = gx.validate(frame, f"{pipeline.name}_results", results_expectations(pipeline, spec.window_seconds),
-                                  [*keys, "batch_id"])
+            outcome = gx.validate(
+                frame,
+                f"{pipeline.name}_results",
+                results_expectations(pipeline, spec.window_seconds),
+                [*keys, "batch_id"],
+            )
             rows = frame.count()
         finally:
             frame.unpersist()
         context.log.info("%s: %s", outcome.suite, failure_description(outcome))
         return AssetCheckResult(
-            passed=outcome.success, description=failure_description(outcome),
-            metadata={**suite_metadata(outcome, config.max_offending), "rows_validated": rows,
-                      "table": MetadataValue.path(spec.results_table)},
+            passed=outcome.success,
+            description=failure_description(outcome),
+            metadata={
+                **suite_metadata(outcome, config.max_offending),
+                "rows_validated": rows,
+                "table": MetadataValue.path(spec.results_table),
+            },
         )
 
     return results_suite
@@ -112,23 +139,30 @@ def make_results_suite_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
 
 def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=results_key(pipeline), name="reconciliation", additional_deps=[daily_key(pipeline)],
+        asset=results_key(pipeline),
+        name="reconciliation",
+        additional_deps=[daily_key(pipeline)],
         description="Every closed day: the stream's counts equal the daily batch recomputation, key by key.",
     )
     def reconciliation(
-        context: AssetCheckExecutionContext, config: CheckConfig, esp_settings: EspSettingsResource, spark: EspSparkResource,
+        context: AssetCheckExecutionContext,
+        config: CheckConfig,
+        esp_settings: EspSettingsResource,
+        spark: EspSparkResource,
     ) -> AssetCheckResult:
         spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
         if not has_results(spec.results_table):
-            return AssetCheckResult(passed=True, description="no results table yet", metadata={"table": spec.results_table})
+            return AssetCheckResult(
+                passed=True, description="no results table yet", metadata={"table": spec.results_table}
+            )
         outcome = reconcile(spark.spark_session, pipeline, spec, utc_today(), config.max_offending)
         spans = [vars(s) for s in outcome.spans]
-        description = (
-            f"{len(outcome.spans)} closed span(s) reconciled, {outcome.differing_keys} differing key(s)"
-            + (f", result batches without bronze: {outcome.unattributed_batches}" if outcome.unattributed_batches else "")
+        description = f"{len(outcome.spans)} closed span(s) reconciled, {outcome.differing_keys} differing key(s)" + (
+            f", result batches without bronze: {outcome.unattributed_batches}" if outcome.unattributed_batches else ""
         )
         return AssetCheckResult(
-            passed=outcome.passed, description=description,
+            passed=outcome.passed,
+            description=description,
             metadata={
                 "spans_reconciled": len(outcome.spans),
                 "days_reconciled": sum(len(s.days) for s in outcome.spans),
@@ -145,26 +179,43 @@ def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
 
 def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=dead_letters_key(pipeline), name="dead_letter_volume",
+        asset=dead_letters_key(pipeline),
+        name="dead_letter_volume",
         description="GX: at most `max_dead_letters` dead letters in the look-back window (a warning above).",
     )
     def dead_letter_volume(
-        context: AssetCheckExecutionContext, config: DeadLetterCheckConfig, esp_settings: EspSettingsResource,
-        kafka: KafkaResource, gx: GreatExpectationsResource,
+        context: AssetCheckExecutionContext,
+        config: DeadLetterCheckConfig,
+        esp_settings: EspSettingsResource,
+        kafka: KafkaResource,
+        gx: GreatExpectationsResource,
     ) -> AssetCheckResult:
         spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
         since_ms = int((time.time() - config.lookback_hours * 3600) * 1000)
         topic = config.topic or spec.dead_letter_topic
-        sample = read_dead_letters(kafka.bootstrap(), topic, since_ms,
-                                   cap=max(config.sample_cap, config.max_dead_letters + 1))
-        base = {"topic": topic, "volume": sample.volume, "threshold": config.max_dead_letters,
-                "lookback_hours": config.lookback_hours, "reasons": MetadataValue.json(sample.reasons())}
+        sample = read_dead_letters(
+            kafka.bootstrap(), topic, since_ms, cap=max(config.sample_cap, config.max_dead_letters + 1)
+        )
+        base = {
+            "topic": topic,
+            "volume": sample.volume,
+            "threshold": config.max_dead_letters,
+            "lookback_hours": config.lookback_hours,
+            "reasons": MetadataValue.json(sample.reasons()),
+        }
         if not sample.exists:
-            return AssetCheckResult(passed=True, description="no dead-letter topic yet (the stream has not run)", metadata=base)
-        outcome = gx.validate(sample.records, f"{pipeline.name}_dead_letters", dead_letter_expectations(config.max_dead_letters),
-                              ["source_topic", "source_partition", "source_offset"])
+            return AssetCheckResult(
+                passed=True, description="no dead-letter topic yet (the stream has not run)", metadata=base
+            )
+        outcome = gx.validate(
+            sample.records,
+            f"{pipeline.name}_dead_letters",
+            dead_letter_expectations(config.max_dead_letters),
+            ["source_topic", "source_partition", "source_offset"],
+        )
         return AssetCheckResult(
-            passed=outcome.success, severity=AssetCheckSeverity.WARN,
+            passed=outcome.success,
+            severity=AssetCheckSeverity.WARN,
             description=f"{sample.volume} dead letter(s) in {config.lookback_hours:g} h (threshold {config.max_dead_letters})",
             metadata={**base, **suite_metadata(outcome, config.max_offending)},
         )
@@ -174,12 +225,15 @@ def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
 
 def make_state_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=layout_key(pipeline), name="state_after_rescale",
+        asset=layout_key(pipeline),
+        name="state_after_rescale",
         description="GX on the state under the committed layout: each key stored once, in the channel its hash "
         "routes to; key count and sum of counts equal the stream's results up to the same batch.",
     )
     def state_after_rescale(
-        context: AssetCheckExecutionContext, config: CheckConfig, esp_settings: EspSettingsResource,
+        context: AssetCheckExecutionContext,
+        config: CheckConfig,
+        esp_settings: EspSettingsResource,
         gx: GreatExpectationsResource,
     ) -> AssetCheckResult:
         from elasticity.migration.registry import RegistryError
@@ -228,6 +282,8 @@ def _last_rescale(context: AssetCheckExecutionContext, pipeline: BatchPipeline) 
 
 def pipeline_checks(pipeline: BatchPipeline) -> list[AssetChecksDefinition]:
     return [
-        make_results_suite_check(pipeline), make_reconciliation_check(pipeline),
-        make_dead_letter_check(pipeline), make_state_check(pipeline),
+        make_results_suite_check(pipeline),
+        make_reconciliation_check(pipeline),
+        make_dead_letter_check(pipeline),
+        make_state_check(pipeline),
     ]

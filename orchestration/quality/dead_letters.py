@@ -37,7 +37,9 @@ def _parse(value: bytes | None, timestamp_ms: int) -> dict:
     return {**{c: body.get(c) for c in DLQ_COLUMNS}, "timestamp_ms": timestamp_ms}
 
 
-def read_dead_letters(bootstrap: str, topic: str, since_ms: int, cap: int = 10_000, timeout_ms: int = 10_000) -> DeadLetterSample:
+def read_dead_letters(
+    bootstrap: str, topic: str, since_ms: int, cap: int = 10_000, timeout_ms: int = 10_000
+) -> DeadLetterSample:
     """The dead letters that arrived at or after `since_ms` (Kafka record time)."""
     from kafka import KafkaConsumer, TopicPartition
 
@@ -74,4 +76,3 @@ def _consume(consumer, tps, starts, ends, wanted: int) -> list[dict]:
         if len(rows) >= wanted:
             break
     return rows
-

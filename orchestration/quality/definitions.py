@@ -17,16 +17,24 @@ def _quality_definitions() -> Definitions:
     assets = [spec for p in pipelines() for spec in table_assets(p)]
     checks = [check for p in pipelines() for check in pipeline_checks(p)]
     validation_job = define_asset_job(
-        "validation_job", selection=AssetSelection.checks(*checks),
+        "validation_job",
+        selection=AssetSelection.checks(*checks),
         description="Run every data-quality check: GX suites, reconciliation, dead letters, state.",
         tags={"esp/validation": "true"},
     )
     schedule = ScheduleDefinition(
-        name="validation_schedule", job=validation_job, cron_schedule=VALIDATION_CRON, execution_timezone="UTC",
-        default_status=DefaultScheduleStatus.RUNNING, description="Nightly validation run (all asset checks).",
+        name="validation_schedule",
+        job=validation_job,
+        cron_schedule=VALIDATION_CRON,
+        execution_timezone="UTC",
+        default_status=DefaultScheduleStatus.RUNNING,
+        description="Nightly validation run (all asset checks).",
     )
     return Definitions(
-        assets=assets, asset_checks=checks, jobs=[validation_job], schedules=[schedule],
+        assets=assets,
+        asset_checks=checks,
+        jobs=[validation_job],
+        schedules=[schedule],
         resources={"gx": GreatExpectationsResource()},
     )
 

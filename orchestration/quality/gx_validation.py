@@ -12,7 +12,7 @@ should load fast.
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
@@ -41,10 +41,10 @@ class ExpectationOutcome:
     """One evaluated expectation."""
 
     expectation: str
-    column: Optional[str]
+    column: str | None
     success: bool
-    unexpected_count: Optional[int] = None
-    unexpected_percent: Optional[float] = None
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
     offending: list[dict[str, Any]] = field(default_factory=list)
     observed_value: Any = None
 
@@ -105,7 +105,7 @@ def summarize(suite_name: str, result: Any, limit: int) -> SuiteOutcome:
     return SuiteOutcome(suite_name, bool(result.success), statistics, outcomes)
 
 
-def _columns(kwargs: dict[str, Any]) -> Optional[str]:
+def _columns(kwargs: dict[str, Any]) -> str | None:
     if "column_list" in kwargs:
         return ", ".join(kwargs["column_list"])
     if "column_A" in kwargs:
@@ -116,7 +116,9 @@ def _columns(kwargs: dict[str, Any]) -> Optional[str]:
 class GreatExpectationsResource(ConfigurableResource):
     """One ephemeral Great Expectations context per run; validates DataFrames against suites."""
 
-    offending_rows_limit: int = Field(50, ge=1, description="At most this many offending rows per expectation in metadata.")
+    offending_rows_limit: int = Field(
+        50, ge=1, description="At most this many offending rows per expectation in metadata."
+    )
 
     _context: Any = PrivateAttr(default=None)
 
@@ -136,9 +138,7 @@ class GreatExpectationsResource(ConfigurableResource):
             self.setup_for_execution(None)  # type: ignore[arg-type]
         return self._context
 
-    def validate(
-        self, frame: Any, suite_name: str, expectations: list[Any], index_columns: list[str]
-    ) -> SuiteOutcome:
+    def validate(self, frame: Any, suite_name: str, expectations: list[Any], index_columns: list[str]) -> SuiteOutcome:
         """Validate a Spark or pandas DataFrame; offending rows are named by `index_columns`."""
         gx = import_gx()
 

@@ -14,7 +14,10 @@ def _cell(value: Any) -> str:
 
 
 def expectations_table(outcome: SuiteOutcome) -> str:
-    lines = ["| expectation | column | success | unexpected | observed | first offending |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| expectation | column | success | unexpected | observed | first offending |",
+        "|---|---|---|---|---|---|",
+    ]
     for e in outcome.expectations:
         first = e.offending[0] if e.offending else None
         lines.append(
@@ -34,7 +37,11 @@ def suite_metadata(outcome: SuiteOutcome, limit: int) -> dict[str, Any]:
         "gx_success_percent": MetadataValue.float(float(stats.get("success_percent") or 0.0)),
         "gx_expectations": MetadataValue.md(expectations_table(outcome)),
         "gx_unexpected_counts": MetadataValue.json(
-            {f"{e.expectation}({e.column})": e.unexpected_count for e in outcome.expectations if e.unexpected_count is not None}
+            {
+                f"{e.expectation}({e.column})": e.unexpected_count
+                for e in outcome.expectations
+                if e.unexpected_count is not None
+            }
         ),
         "offending_keys": MetadataValue.json(outcome.offending_keys(limit)),
     }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pandas as pd
 
@@ -28,7 +28,7 @@ from pipelines.streams.spec import StreamSpec
 class StateCheck:
     census: StateCensus
     suite: SuiteOutcome
-    baseline: Optional[dict[str, int]]
+    baseline: dict[str, int] | None
     differing_keys: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -66,7 +66,9 @@ def results_state(pipeline: BatchPipeline, results_table: str, batch: int) -> pd
     table = ds.dataset(results_table, format="parquet", partitioning=None, exclude_invalid_files=True)
     rows = table.to_table(columns=columns, filter=ds.field("batch_id") <= batch).to_pandas()
     rows = rows.sort_values("batch_id", kind="stable").drop_duplicates(list(pipeline.key_columns), keep="last")
-    return pd.DataFrame({"key": _state_keys(pipeline, rows).to_numpy(), "expected": rows["count"].astype("int64").to_numpy()})
+    return pd.DataFrame(
+        {"key": _state_keys(pipeline, rows).to_numpy(), "expected": rows["count"].astype("int64").to_numpy()}
+    )
 
 
 def check_state(
@@ -79,7 +81,8 @@ def check_state(
     and validate."""
     with_results = has_results(spec.results_table)
     census = take_census(
-        spec.elastic_root, batch_complete=(lambda b: results_complete(spec.results_table, b)) if with_results else (lambda b: True)
+        spec.elastic_root,
+        batch_complete=(lambda b: results_complete(spec.results_table, b)) if with_results else (lambda b: True),
     )
     baseline, differing = None, []
     if with_results and census.batch >= 0:
@@ -87,21 +90,29 @@ def check_state(
         baseline = {"keys": int(len(expected)), "total": int(expected["expected"].sum()), "batch": census.batch}
         differing = differing_keys(census.rows, expected, limit)
     suite = gx.validate(
-        census.rows, f"{pipeline.name}_state_after_rescale",
-        state_expectations(baseline and baseline["keys"], baseline and baseline["total"]), ["key", "channel"],
+        census.rows,
+        f"{pipeline.name}_state_after_rescale",
+        state_expectations(baseline and baseline["keys"], baseline and baseline["total"]),
+        ["key", "channel"],
     )
     return StateCheck(census, suite, baseline, differing)
 
 
 def differing_keys(state: pd.DataFrame, expected: pd.DataFrame, limit: int) -> list[dict[str, Any]]:
     """Keys whose stored value (summed over every channel holding it) differs from the baseline."""
-    stored = state.groupby("key", as_index=False).agg(stored=("value", "sum"), channels=("channel", lambda c: sorted(set(c))))
+    stored = state.groupby("key", as_index=False).agg(
+        stored=("value", "sum"), channels=("channel", lambda c: sorted(set(c)))
+    )
     merged = stored.merge(expected, on="key", how="outer")
     merged["stored"] = merged["stored"].fillna(0).astype("int64")
     merged["expected"] = merged["expected"].fillna(0).astype("int64")
     bad = merged[merged["stored"] != merged["expected"]].sort_values("key").head(limit)
     return [
-        {"key": r.key, "stored": int(r.stored), "expected": int(r.expected),
-         "channels": [int(c) for c in r.channels] if isinstance(r.channels, list) else []}
+        {
+            "key": r.key,
+            "stored": int(r.stored),
+            "expected": int(r.expected),
+            "channels": [int(c) for c in r.channels] if isinstance(r.channels, list) else [],
+        }
         for r in bad.itertuples()
     ]

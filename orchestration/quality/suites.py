@@ -9,7 +9,7 @@
   known) the number of keys and the sum of counts equal to it.
 """
 
-from typing import Any, Optional
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -65,7 +65,7 @@ def dead_letter_expectations(max_records: int) -> list[Any]:
     ]
 
 
-def state_expectations(baseline_keys: Optional[int], baseline_total: Optional[int]) -> list[Any]:
+def state_expectations(baseline_keys: int | None, baseline_total: int | None) -> list[Any]:
     gxe = import_gx().expectations
 
     expectations: list[Any] = [
@@ -77,5 +77,7 @@ def state_expectations(baseline_keys: Optional[int], baseline_total: Optional[in
     if baseline_keys is not None:
         expectations.append(gxe.ExpectTableRowCountToEqual(value=baseline_keys))
     if baseline_total is not None:
-        expectations.append(gxe.ExpectColumnSumToBeBetween(column="value", min_value=baseline_total, max_value=baseline_total))
+        expectations.append(
+            gxe.ExpectColumnSumToBeBetween(column="value", min_value=baseline_total, max_value=baseline_total)
+        )
     return expectations

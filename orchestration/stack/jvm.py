@@ -53,8 +53,15 @@ def ensure_jars(layout: JvmLayout, force: bool = False) -> bool:
         # Maven only adds jars: a version the pom no longer names would stay on the classpath.
         shutil.rmtree(layout.group_dir(group), ignore_errors=True)
     command = [
-        mvn, "-q", "-B", "-s", str(layout.maven_settings), "-f", str(layout.pom),
-        "package", f"-Djars.dir={layout.jars_dir}",
+        mvn,
+        "-q",
+        "-B",
+        "-s",
+        str(layout.maven_settings),
+        "-f",
+        str(layout.pom),
+        "package",
+        f"-Djars.dir={layout.jars_dir}",
     ]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:

@@ -8,7 +8,6 @@ unrelated Kafka on the machine is never touched.
 from __future__ import annotations
 
 import base64
-import os
 import signal
 import socket
 import string

@@ -5,9 +5,16 @@ probe latency percentiles, channels), so the asset's page in the UI is its live 
 Terminating the run stops the query at a batch boundary.
 """
 
-from typing import Optional
 
-from dagster import AssetExecutionContext, AssetKey, AssetObservation, AssetsDefinition, Config, MaterializeResult, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetObservation,
+    AssetsDefinition,
+    Config,
+    MaterializeResult,
+    asset,
+)
 from pydantic import Field
 
 from orchestration.resources import EspSettingsResource, EspSparkResource
@@ -19,10 +26,12 @@ class StreamRunConfig(Config):
 
     channels: int = Field(4, ge=1, description="Channels of the elastic stage on the very first start.")
     trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
-    max_offsets_per_trigger: Optional[int] = Field(None, description="Cap on records per micro-batch.")
+    max_offsets_per_trigger: int | None = Field(None, description="Cap on records per micro-batch.")
     observe_every_s: float = Field(5.0, gt=0, description="Seconds between AssetObservations.")
-    max_runtime_s: Optional[float] = Field(None, description="Stop by itself after this long (None: run until terminated).")
-    input_topic: Optional[str] = Field(None, description="Input topic; default the stream's own.")
+    max_runtime_s: float | None = Field(
+        None, description="Stop by itself after this long (None: run until terminated)."
+    )
+    input_topic: str | None = Field(None, description="Input topic; default the stream's own.")
 
 
 def stream_asset_key(entry: StreamEntry) -> AssetKey:
@@ -39,13 +48,20 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
         op_tags={"esp/stream": entry.name},
     )
     def stream_asset(
-        context: AssetExecutionContext, config: StreamRunConfig, esp_settings: EspSettingsResource, spark: EspSparkResource
+        context: AssetExecutionContext,
+        config: StreamRunConfig,
+        esp_settings: EspSettingsResource,
+        spark: EspSparkResource,
     ) -> MaterializeResult:
         from pipelines.streams.service import StreamService
 
         spec = stream_spec(
-            esp_settings.load(), entry, input_topic=config.input_topic, channels=config.channels,
-            trigger_seconds=config.trigger_seconds, max_offsets_per_trigger=config.max_offsets_per_trigger,
+            esp_settings.load(),
+            entry,
+            input_topic=config.input_topic,
+            channels=config.channels,
+            trigger_seconds=config.trigger_seconds,
+            max_offsets_per_trigger=config.max_offsets_per_trigger,
         )
         service = StreamService(spark.spark_session, spec)
         observations = []

@@ -12,7 +12,9 @@ def _stream_definitions() -> Definitions:
     assets, jobs, sensors = [], [], []
     for entry in STREAMS:
         stream_asset = make_stream_asset(entry)
-        stream_job = define_asset_job(f"{entry.name}_stream_job", selection=[stream_asset], tags={"esp/stream": entry.name})
+        stream_job = define_asset_job(
+            f"{entry.name}_stream_job", selection=[stream_asset], tags={"esp/stream": entry.name}
+        )
         assets.append(stream_asset)
         jobs.append(stream_job)
         sensors.append(make_supervisor(entry, stream_job.name))

@@ -1,6 +1,6 @@
 """A job that runs the load generator with a chosen profile (eSault trace, square, sine, …)."""
 
-from typing import Literal, Optional
+from typing import Literal
 
 from dagster import Config, OpExecutionContext, job, op
 from pydantic import Field
@@ -13,7 +13,7 @@ class LoadRunConfig(Config):
 
     profile: Literal["constant", "step", "square", "sine", "esault"] = Field("esault", description="Rate shape.")
     peak_rate: float = Field(2000.0, gt=0, description="Highest rate, records/s.")
-    duration_s: Optional[float] = Field(None, description="Run length; default the profile's own.")
+    duration_s: float | None = Field(None, description="Run length; default the profile's own.")
     speed: float = Field(1.0, gt=0, description="Time compression of the profile.")
     kind: Literal["words", "ads"] = Field("words", description="Word-count lines or ad events.")
     topic: str = Field("words", description="Target topic (must exist).")
@@ -28,7 +28,11 @@ def generate_load(context: OpExecutionContext, config: LoadRunConfig, kafka: Kaf
 
     spec = LoadSpec(**config.model_dump())
     report = run_load(spec, kafka.bootstrap(), on_progress=lambda p: None)
-    summary = {"records_sent": report.records_sent, "target_records": report.target_records, "elapsed_s": report.elapsed_s}
+    summary = {
+        "records_sent": report.records_sent,
+        "target_records": report.target_records,
+        "elapsed_s": report.elapsed_s,
+    }
     context.log.info("load finished: %s", summary)
     return summary
 

@@ -70,6 +70,7 @@ def daily_table(spec: StreamSpec) -> str:
 
 # -- wordcount -------------------------------------------------------------------------------
 
+
 def _wordcount_aggregate(bronze: DataFrame, spec: StreamSpec) -> DataFrame:
     from pipelines.jobs.wordcount import word_deltas
 
@@ -139,6 +140,7 @@ WORDCOUNT = BatchPipeline(
 
 # -- adclicks --------------------------------------------------------------------------------
 
+
 def _adclicks_aggregate(bronze: DataFrame, spec: StreamSpec) -> DataFrame:
     from pipelines.jobs.adclicks import view_window_counts
 
@@ -163,7 +165,9 @@ def _adclicks_stream_side(spark: SparkSession, spec: StreamSpec, spans: SpanMap)
     late_folder = spec.late_table
     if any(p.name.startswith("batch_id=") for p in (spec.folder / "tables" / "late").glob("*")):
         late = spark.read.parquet(late_folder).select(
-            "campaign_id", F.timestamp_millis("window_start_ms").alias("window_start"), F.col("n").cast("long").alias(COUNT)
+            "campaign_id",
+            F.timestamp_millis("window_start_ms").alias("window_start"),
+            F.col("n").cast("long").alias(COUNT),
         )
         latest = latest.unionByName(late)
     day = F.date_format("window_start", "yyyy-MM-dd")
@@ -176,8 +180,11 @@ ADCLICKS = BatchPipeline(
     name="adclicks",
     key_columns=("campaign_id", "window_start"),
     bronze_schema=T.StructType(
-        [T.StructField("campaign_id", T.StringType()), T.StructField("event_type", T.StringType()),
-         T.StructField("event_time", T.LongType())]
+        [
+            T.StructField("campaign_id", T.StringType()),
+            T.StructField("event_type", T.StringType()),
+            T.StructField("event_time", T.LongType()),
+        ]
     ),
     aggregate=_adclicks_aggregate,
     spans=_adclicks_spans,

@@ -44,7 +44,9 @@ class Reconciliation:
         return self.differing_keys == 0 and not self.unattributed_batches
 
 
-def closed_spans(pipeline: BatchPipeline, spec: StreamSpec, today: dt.date) -> tuple[dict[dt.date, str], dict[str, str]]:
+def closed_spans(
+    pipeline: BatchPipeline, spec: StreamSpec, today: dt.date
+) -> tuple[dict[dt.date, str], dict[str, str]]:
     """(day → span for spans that can be reconciled, skipped day → reason).
 
     A span is closed when all its days are before `today` (UTC; no more records can land there)
@@ -87,24 +89,42 @@ def reconcile(
     outcome.unattributed_batches = stream.unattributed_batches
     joined = (
         stream.counts.withColumnRenamed(COUNT, "stream_count")
-        .join(_batch_side(spark, pipeline, spec, spans).withColumnRenamed(COUNT, "batch_count"), [SPAN, *keys], "full_outer")
-        .select(SPAN, *keys, F.coalesce("stream_count", F.lit(0)).alias("stream_count"),
-                F.coalesce("batch_count", F.lit(0)).alias("batch_count"))
+        .join(
+            _batch_side(spark, pipeline, spec, spans).withColumnRenamed(COUNT, "batch_count"),
+            [SPAN, *keys],
+            "full_outer",
+        )
+        .select(
+            SPAN,
+            *keys,
+            F.coalesce("stream_count", F.lit(0)).alias("stream_count"),
+            F.coalesce("batch_count", F.lit(0)).alias("batch_count"),
+        )
         .withColumn("differs", F.col("stream_count") != F.col("batch_count"))
         .persist()
     )
     try:
-        per_span = joined.groupBy(SPAN).agg(
-            F.count(F.lit(1)).alias("keys"), F.sum("stream_count").alias("stream_total"),
-            F.sum("batch_count").alias("batch_total"), F.sum(F.col("differs").cast("long")).alias("differing"),
-        ).collect()
+        per_span = (
+            joined.groupBy(SPAN)
+            .agg(
+                F.count(F.lit(1)).alias("keys"),
+                F.sum("stream_count").alias("stream_total"),
+                F.sum("batch_count").alias("batch_total"),
+                F.sum(F.col("differs").cast("long")).alias("differing"),
+            )
+            .collect()
+        )
         stats = {r[SPAN]: r for r in per_span}
         for label in sorted(set(spans.values())):
             row = stats.get(label)
             days = sorted(d.isoformat() for d, s in spans.items() if s == label)
             result = SpanResult(label, days)
             if row is not None:
-                result.keys, result.stream_total, result.batch_total = row["keys"], int(row["stream_total"]), int(row["batch_total"])
+                result.keys, result.stream_total, result.batch_total = (
+                    row["keys"],
+                    int(row["stream_total"]),
+                    int(row["batch_total"]),
+                )
                 result.differing_keys = int(row["differing"])
             outcome.spans.append(result)
         diffs = joined.where("differs").orderBy(SPAN, *keys).limit(max_differences).collect()

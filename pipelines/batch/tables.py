@@ -34,12 +34,16 @@ def _partition_values(folder: Path, name: str) -> list[str]:
     prefix = f"{name}="
     if not folder.is_dir():
         return []
-    return sorted(p.name[len(prefix):] for p in folder.iterdir() if p.is_dir() and p.name.startswith(prefix))
+    return sorted(p.name[len(prefix) :] for p in folder.iterdir() if p.is_dir() and p.name.startswith(prefix))
 
 
 def bronze_days(bronze_table: str) -> list[dt.date]:
     """Days that have at least one archived batch."""
-    return [parse_day(d) for d in _partition_values(Path(bronze_table), "date") if bronze_batches(bronze_table, parse_day(d))]
+    return [
+        parse_day(d)
+        for d in _partition_values(Path(bronze_table), "date")
+        if bronze_batches(bronze_table, parse_day(d))
+    ]
 
 
 def bronze_batches(bronze_table: str, day: dt.date) -> list[int]:

@@ -30,14 +30,26 @@ def parse_events(raw: DataFrame) -> DataFrame:
     missing = [F.col(f"event.{f}").isNull() for f in (*STRING_FIELDS, "event_time")]
     reason = first_reason(
         *basic_value_checks(F.col("value")),
-        (F.get_json_object(text, "$") .isNull(), "invalid JSON"),
+        (F.get_json_object(text, "$").isNull(), "invalid JSON"),
         (_any(missing), "missing field(s): " + ", ".join((*STRING_FIELDS, "event_time")) + " are required"),
         (event_time.isNull(), "wrong type: event_time must be an integer (epoch ms)"),
-        (~F.col("event.event_type").isin(*EVENT_TYPES), f"unknown event_type (expected one of {', '.join(EVENT_TYPES)})"),
+        (
+            ~F.col("event.event_type").isin(*EVENT_TYPES),
+            f"unknown event_type (expected one of {', '.join(EVENT_TYPES)})",
+        ),
     )
     columns = [F.col(f"event.{f}").alias(f) for f in STRING_FIELDS]
-    return parsed.select("key", "value", "topic", "partition", "offset", "timestamp", *columns,
-                         event_time.alias("event_time"), reason.alias(REJECT))
+    return parsed.select(
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        *columns,
+        event_time.alias("event_time"),
+        reason.alias(REJECT),
+    )
 
 
 def _any(conditions: list[Column]) -> Column:
@@ -50,7 +62,9 @@ def _any(conditions: list[Column]) -> Column:
 def with_window(events: DataFrame, window_seconds: int) -> DataFrame:
     size = window_seconds * 1000
     start = F.floor(F.col("event_time") / size) * size
-    return events.withColumn("window_start_ms", start.cast("long")).withColumn("window_end_ms", (start + size).cast("long"))
+    return events.withColumn("window_start_ms", start.cast("long")).withColumn(
+        "window_end_ms", (start + size).cast("long")
+    )
 
 
 def view_window_counts(events: DataFrame, window_seconds: int) -> DataFrame:

@@ -9,7 +9,7 @@
 
 from pipelines.load.producer import LoadError, LoadProgress, LoadReport, preload, run_load
 from pipelines.load.profiles import RateProfile, rate_profile
-from pipelines.load.records import ad_catalogue, expected_counts, RecordSource
+from pipelines.load.records import RecordSource, ad_catalogue, expected_counts
 from pipelines.load.spec import LoadSpec
 
 __all__ = [

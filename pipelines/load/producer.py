@@ -16,9 +16,10 @@ import queue as queue_module
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -241,7 +242,9 @@ class LoadReport:
         }
 
 
-def _merge(spec: LoadSpec, outcomes: list[WorkerOutcome], duration_s: float, per_second_target: list[float]) -> LoadReport:
+def _merge(
+    spec: LoadSpec, outcomes: list[WorkerOutcome], duration_s: float, per_second_target: list[float]
+) -> LoadReport:
     seconds = max([len(per_second_target)] + [len(o.pacing.per_second_sent) for o in outcomes])
     per_second = np.zeros(seconds, dtype=np.int64)
     for o in outcomes:
@@ -377,7 +380,10 @@ def _as_error(message: str) -> Exception:
 
 
 def _run_jobs(
-    jobs: list[ProducerJob], on_progress: Callable[[LoadProgress], None] | None, target_at: Callable[[float], int], total: int
+    jobs: list[ProducerJob],
+    on_progress: Callable[[LoadProgress], None] | None,
+    target_at: Callable[[float], int],
+    total: int,
 ) -> list[WorkerOutcome]:
     """Run the jobs in this process (one job) or in spawned processes, forwarding progress."""
     latest: dict[int, Progress] = {}

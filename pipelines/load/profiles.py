@@ -60,7 +60,7 @@ class RateProfile:
         edges = np.append(np.arange(0.0, self.duration_s, 1.0), self.duration_s)
         return np.diff(self.records_due(edges))
 
-    def scaled(self, share: float) -> "RateProfile":
+    def scaled(self, share: float) -> RateProfile:
         """The same shape carrying `share` of the rate (one producer process's part)."""
         trace = Trace(self.trace.name, self.trace.starts_s, self.trace.rates_rps * share, self.trace.duration_s)
         return RateProfile(trace, self.duration_s)

@@ -12,9 +12,9 @@ or view events per campaign (ads, the Yahoo benchmark's aggregate without window
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator
 
 import numpy as np
 
@@ -204,7 +204,9 @@ class RecordSource:
     skipped, so P sources with the same limit together produce exactly records [0, limit).
     """
 
-    def __init__(self, spec: LoadSpec, process_index: int = 0, process_count: int = 1, limit: int | None = None) -> None:
+    def __init__(
+        self, spec: LoadSpec, process_index: int = 0, process_count: int = 1, limit: int | None = None
+    ) -> None:
         if not 0 <= process_index < process_count:
             raise ValueError(f"process index {process_index} outside [0, {process_count})")
         self.spec = spec

@@ -23,7 +23,9 @@ REQUEST = "rescale-request.json"
 class RescaleTarget(BaseModel):
     """What the next layout should be."""
 
-    op: Literal["scale_to", "split", "merge"] = Field(..., description="scale_to N channels, split or merge one channel.")
+    op: Literal["scale_to", "split", "merge"] = Field(
+        ..., description="scale_to N channels, split or merge one channel."
+    )
     channels: int | None = Field(None, ge=1, description="scale_to: the channel count wanted.")
     channel: int | None = Field(None, ge=0, description="split/merge: the channel id.")
 
@@ -85,4 +87,6 @@ class ControlChannel:
             if (found := self.result(request_id)) is not None:
                 return found
             time.sleep(poll_s)
-        raise TimeoutError(f"the stream did not answer rescale request {request_id} within {timeout_s:.0f}s; is it running?")
+        raise TimeoutError(
+            f"the stream did not answer rescale request {request_id} within {timeout_s:.0f}s; is it running?"
+        )

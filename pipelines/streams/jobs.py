@@ -3,8 +3,9 @@ produces (and which it sets aside as late), what the bronze archive and result r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F

@@ -50,7 +50,7 @@ class BatchMetrics:
         return json.dumps(asdict(self)).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> "BatchMetrics":
+    def from_json(cls, raw: bytes) -> BatchMetrics:
         data = json.loads(raw)
         data["per_channel"] = [ChannelMetrics(**c) for c in data.get("per_channel", [])]
         return cls(**data)
@@ -82,7 +82,9 @@ def read_recent(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 
     """The last `limit` metrics records of a stream (oldest first)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000))
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000)
+    )
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not partitions:

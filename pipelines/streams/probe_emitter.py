@@ -7,7 +7,7 @@ address the new channels.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from elasticity.layout import Layout
 from pipelines.probes import PROBE_KAFKA_KEY, make_probes, probe_keys

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -76,7 +77,11 @@ class ElasticStream:
         self.spec = self.spec.model_copy(update={"root": root})
         self.logic: JobLogic = job_logic(self.spec)
         self.stage = StageSpec(
-            self.spec.name, self.spec.elastic_root, self.spec.local_state, self.spec.store_kind, self.spec.snapshot_every_batches,
+            self.spec.name,
+            self.spec.elastic_root,
+            self.spec.local_state,
+            self.spec.store_kind,
+            self.spec.snapshot_every_batches,
             self.spec.service_ms_per_record,
         )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
@@ -185,8 +190,13 @@ class ElasticStream:
         reports = self._channel_reports()
         routing_tasks = self.spec.routing_tasks or self.spark.sparkContext.defaultParallelism
         out = run_stage(
-            keyed_rows(deltas).unionByName(probe_rows(context.raw)).coalesce(routing_tasks), layout, self._labels_for(layout.n_channels), self.stage,
-            context.batch_id, self._previous_channels(layout), reports,
+            keyed_rows(deltas).unionByName(probe_rows(context.raw)).coalesce(routing_tasks),
+            layout,
+            self._labels_for(layout.n_channels),
+            self.stage,
+            context.batch_id,
+            self._previous_channels(layout),
+            reports,
         )
         results = self._result_rows(out, context.batch_id)
         if self.spec.results_to_kafka:
@@ -234,13 +244,18 @@ class ElasticStream:
         )
 
     def _result_rows(self, results: DataFrame, batch_id: int) -> DataFrame:
-        rows = results.select(F.col("key"), F.col("value").alias("count"), F.col("channel"), F.lit(batch_id).alias("batch_id"))
+        rows = results.select(
+            F.col("key"), F.col("value").alias("count"), F.col("channel"), F.lit(batch_id).alias("batch_id")
+        )
         return self.logic.result_columns(rows)
 
     def _publish_results(self, rows: DataFrame) -> None:
         kafka_io.write_batch(
-            rows, self.spec.bootstrap_servers, self.spec.results_topic,
-            key=F.col(self.logic.result_key), value=F.to_json(F.struct(*[F.col(c) for c in rows.columns])),
+            rows,
+            self.spec.bootstrap_servers,
+            self.spec.results_topic,
+            key=F.col(self.logic.result_key),
+            value=F.to_json(F.struct(*[F.col(c) for c in rows.columns])),
         )
 
     # -- rescale at the batch boundary (the horizontal barrier) --------------------------------
@@ -265,7 +280,11 @@ class ElasticStream:
         current = self.registry.committed()
         try:
             new = request.target.next_layout(current)
-            new = Layout(current.epoch + 1, new.bounds, new.owners, origin=new.origin) if new.epoch != current.epoch + 1 else new
+            new = (
+                Layout(current.epoch + 1, new.bounds, new.owners, origin=new.origin)
+                if new.epoch != current.epoch + 1
+                else new
+            )
             report = self.migrator().migrate(new)
             report.keys_total = self._state_keys(current)
         except Exception as error:  # refused or failed: the stream keeps the committed layout

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pyspark.sql import SparkSession
 
@@ -108,7 +108,9 @@ class StreamService:
         ends = end_offsets(self.spec.bootstrap_servers, self.spec.input_topic)
         return sum(kafka_lag(ends, consumed_offsets(progress, self.spec.input_topic)).values())
 
-    def run(self, observe_every_s: float, on_observation: Callable[[Observation], None], max_runtime_s: float | None = None) -> None:
+    def run(
+        self, observe_every_s: float, on_observation: Callable[[Observation], None], max_runtime_s: float | None = None
+    ) -> None:
         """Start, then observe every `observe_every_s` until stopped, timed out or failed."""
         self.start()
         started = time.monotonic()
@@ -117,8 +119,10 @@ class StreamService:
                 query = self.stream.query
                 if query is not None and not query.isActive and not self.stream.stopping:
                     error = query.exception()
-                    raise RuntimeError(f"stream {self.spec.name} stopped: {error}") if error else RuntimeError(
-                        f"stream {self.spec.name} stopped"
+                    raise (
+                        RuntimeError(f"stream {self.spec.name} stopped: {error}")
+                        if error
+                        else RuntimeError(f"stream {self.spec.name} stopped")
                     )
                 on_observation(self.observe(observe_every_s))
                 if max_runtime_s is not None and time.monotonic() - started >= max_runtime_s:

@@ -13,29 +13,43 @@ class StreamSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field("wordcount", pattern=r"^[a-z][a-z0-9_-]*$", description="Stream name; prefixes its topics and folders.")
+    name: str = Field(
+        "wordcount", pattern=r"^[a-z][a-z0-9_-]*$", description="Stream name; prefixes its topics and folders."
+    )
     job: Literal["wordcount", "adclicks"] = Field("wordcount", description="Which pipeline the stream runs.")
     input_topic: str = Field("words", description="Kafka topic the stream reads.")
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap address.")
-    root: str = Field(".esp/run/streams/wordcount", description="Folder (path or URI) for checkpoint, state, tables, control.")
+    root: str = Field(
+        ".esp/run/streams/wordcount", description="Folder (path or URI) for checkpoint, state, tables, control."
+    )
     channels: int = Field(4, ge=1, le=1024, description="Channels of the elastic stage when the stream first starts.")
     trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
-    max_offsets_per_trigger: int | None = Field(None, ge=1, description="Cap on records per micro-batch (None: all available).")
-    store_kind: Literal["rocks", "memory"] = Field("rocks", description="Channel state store: RocksDB or in-memory (durable history either way).")
-    snapshot_every_batches: int = Field(25, ge=1, description="Take a state snapshot (and prune changelogs) every N batches.")
+    max_offsets_per_trigger: int | None = Field(
+        None, ge=1, description="Cap on records per micro-batch (None: all available)."
+    )
+    store_kind: Literal["rocks", "memory"] = Field(
+        "rocks", description="Channel state store: RocksDB or in-memory (durable history either way)."
+    )
+    snapshot_every_batches: int = Field(
+        25, ge=1, description="Take a state snapshot (and prune changelogs) every N batches."
+    )
     results_to_kafka: bool = Field(True, description="Also publish result updates to the `<name>.results` topic.")
     archive_input: bool = Field(
         True, description="Archive every accepted input record to the bronze Parquet table (backfills replay it)."
     )
     routing_tasks: int | None = Field(
-        None, ge=1, description="Tasks that route a batch's pre-aggregated deltas to the channels (None: Spark's default "
+        None,
+        ge=1,
+        description="Tasks that route a batch's pre-aggregated deltas to the channels (None: Spark's default "
         "parallelism, i.e. the cores; more tasks than cores only add per-task overhead to every batch).",
     )
     window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
     watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
     probe_period_s: float = Field(1.0, gt=0, description="eSault PROBE_PERIOD: how often probes are sent per channel.")
     service_ms_per_record: float = Field(
-        0.0, ge=0, description="Simulated service time of the keyed stage per record (ms), like one external call per "
+        0.0,
+        ge=0,
+        description="Simulated service time of the keyed stage per record (ms), like one external call per "
         "record: the channel task sleeps for it, so the stage is I/O-bound and channels add capacity beyond the cores "
         "(benchmarks and elasticity tests; run Spark with at least as many task slots as channels). 0: off.",
     )

@@ -38,7 +38,10 @@ class WatermarkLog:
         previous = json.loads(self.location.read_bytes(earlier[-1]))["max_event_ms"] if earlier else None
         candidates = [v for v in (previous, batch_max_event_ms) if v is not None]
         self.location.publish_bytes(
-            own, json.dumps({"watermark_ms": watermark_ms, "max_event_ms": max(candidates) if candidates else None}).encode()
+            own,
+            json.dumps(
+                {"watermark_ms": watermark_ms, "max_event_ms": max(candidates) if candidates else None}
+            ).encode(),
         )
         for stale in earlier[:-10]:  # keep a short tail; only the newest matters
             self.location.delete_file(stale)

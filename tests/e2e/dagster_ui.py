@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from tests.conftest import free_port
 
@@ -51,7 +51,9 @@ def running_ui(tmp_path: Path, settings: dict) -> Iterator[int]:
     log = tmp_path / "ui.log"
     process = subprocess.Popen(
         [esp, "ui", "--port", str(port), "--config", str(config)],
-        stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         env={**os.environ, "ESP_CONFIG": str(config)},
     )
     try:

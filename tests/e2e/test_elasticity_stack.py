@@ -34,7 +34,7 @@ HIGH_RPS = 300
 LOW_RPS = 20
 SLO_S = 15.0  # a micro-batch costs seconds of fixed work on a busy 2-core machine
 
-DEFS_TEMPLATE = '''
+DEFS_TEMPLATE = """
 from dagster import DefaultSensorStatus, Definitions
 
 from orchestration.elasticity.definitions import elasticity_definitions
@@ -48,7 +48,7 @@ defs = Definitions.merge(
     elasticity_definitions([ENTRY], interval_s=5, policy=POLICY, default_status=DefaultSensorStatus.RUNNING),
     Definitions(resources={{"esp_settings": EspSettingsResource(config_file={config!r})}}),
 )
-'''
+"""
 
 RUNS_QUERY = """query Runs($job: String!) {
   runsOrError(filter: {pipelineName: $job}) { ... on Runs { results { runId status tags { key value } } } }
@@ -87,7 +87,9 @@ class PacedProducer(threading.Thread):
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     body = json.dumps({"query": query, "variables": variables or {}}).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=body, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["data"]
 
@@ -119,8 +121,12 @@ def wait_for_run(port: int, name: str, action: str, processes: list[subprocess.P
         if done:
             return done[0]
         time.sleep(3)
-    recent = [t["skipReason"] for t in sensor_ticks(port, f"{name}_elasticity")[:8]]  # newest first: why the sensor held
-    raise AssertionError(f"no successful {action} run within {timeout_s:.0f} s; runs: {rescale_runs(port, job)}; last ticks: {recent}")
+    recent = [
+        t["skipReason"] for t in sensor_ticks(port, f"{name}_elasticity")[:8]
+    ]  # newest first: why the sensor held
+    raise AssertionError(
+        f"no successful {action} run within {timeout_s:.0f} s; runs: {rescale_runs(port, job)}; last ticks: {recent}"
+    )
 
 
 def wait_for_batches(checkpoint: str, at_least: int, process: subprocess.Popen, timeout_s: float = 300) -> None:
@@ -146,12 +152,17 @@ def wait_for_ui(port: int, process: subprocess.Popen, timeout_s: float = 180) ->
 def _settings_file(tmp_path: Path, bootstrap: str) -> Path:
     host, port = bootstrap.split(":")
     config = tmp_path / "esp.json"
-    config.write_text(json.dumps({
-        "project_root": str(REPO_ROOT), "run_dir_name": str(tmp_path / "run"),
-        "kafka": {"host": host, "client_port": int(port)},
-        # Task slots for every channel: the I/O-bound stage's channels then run side by side.
-        "spark": {"master": "local[6]", "ui_enabled": False, "shuffle_partitions": 4},
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "project_root": str(REPO_ROOT),
+                "run_dir_name": str(tmp_path / "run"),
+                "kafka": {"host": host, "client_port": int(port)},
+                # Task slots for every channel: the I/O-bound stage's channels then run side by side.
+                "spark": {"master": "local[6]", "ui_enabled": False, "shuffle_partitions": 4},
+            }
+        )
+    )
     return config
 
 
@@ -167,13 +178,18 @@ def _start_dagster(tmp_path: Path, config: Path, name: str, topic: str) -> tuple
     dagster = str(Path(sys.executable).parent / "dagster")
     process = subprocess.Popen(
         [dagster, "dev", "-f", str(defs_file), "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO_ROOT, stdout=open(tmp_path / "dagster.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=REPO_ROOT,
+        stdout=open(tmp_path / "dagster.log", "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         env={**dagster_env(settings, os.environ), "ESP_CONFIG": str(config)},
     )
     return process, port
 
 
-def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_results(spark, bootstrap, topic_factory, tmp_path):
+def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_results(
+    spark, bootstrap, topic_factory, tmp_path
+):
     from elasticity.migration import LayoutRegistry
     from elasticity.state import Location
     from pipelines import kafka_io
@@ -184,8 +200,24 @@ def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_result
     name = f"elastic_{uuid.uuid4().hex[:6]}"
     config = _settings_file(tmp_path, bootstrap)
     root = tmp_path / "run" / "streams" / name
-    stream = start_stream(config, tmp_path / "stream.log", "--name", name, "--topic", topic, "--channels", "1",
-                          "--trigger", "1", "--max-offsets", "4000", "--service-ms", str(SERVICE_MS), "--observe-every", "5")
+    stream = start_stream(
+        config,
+        tmp_path / "stream.log",
+        "--name",
+        name,
+        "--topic",
+        topic,
+        "--channels",
+        "1",
+        "--trigger",
+        "1",
+        "--max-offsets",
+        "4000",
+        "--service-ms",
+        str(SERVICE_MS),
+        "--observe-every",
+        "5",
+    )
     dagster, port = _start_dagster(tmp_path, config, name, topic)
     load = PacedProducer(bootstrap, topic)
     load.start()

@@ -5,7 +5,6 @@ a partition backfill of the daily word counts launched like the UI does fills tw
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,7 @@ from tests.e2e.dagster_ui import graphql, running_ui, wait_for_status
 
 pytestmark = pytest.mark.e2e
 
-TODAY = dt.datetime.now(dt.timezone.utc).date()
+TODAY = dt.datetime.now(dt.UTC).date()
 DAYS = [TODAY - dt.timedelta(days=n) for n in (2, 1)]
 LINES = {DAYS[0]: ["a b a", "c"], DAYS[1]: ["b b", "d e"]}
 WORDS = {f"w{i}": i + 1 for i in range(50)}
@@ -64,11 +63,19 @@ def write_bronze(root: Path) -> None:
     for batch, (day, lines) in enumerate(LINES.items()):
         folder = root / "tables" / "bronze" / f"date={day.isoformat()}" / f"batch_id={batch}"
         folder.mkdir(parents=True)
-        noon = dt.datetime.combine(day, dt.time(12), tzinfo=dt.timezone.utc)
-        pq.write_table(pa.table({
-            "line": lines, "topic": ["words"] * len(lines), "partition": pa.array([0] * len(lines), pa.int32()),
-            "offset": pa.array(range(len(lines)), pa.int64()), "timestamp": pa.array([noon] * len(lines), pa.timestamp("us", "UTC")),
-        }), folder / "part-00000.parquet")
+        noon = dt.datetime.combine(day, dt.time(12), tzinfo=dt.UTC)
+        pq.write_table(
+            pa.table(
+                {
+                    "line": lines,
+                    "topic": ["words"] * len(lines),
+                    "partition": pa.array([0] * len(lines), pa.int32()),
+                    "offset": pa.array(range(len(lines)), pa.int64()),
+                    "timestamp": pa.array([noon] * len(lines), pa.timestamp("us", "UTC")),
+                }
+            ),
+            folder / "part-00000.parquet",
+        )
 
 
 def poll(fn, timeout_s: float = 480):
@@ -86,21 +93,39 @@ def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
     write_bronze(root)
     spark = {"master": "local[1]", "ui_enabled": False, "shuffle_partitions": 2}
     with running_ui(tmp_path, {"spark": spark}) as port:
-        schedules = {s["name"]: s for node in graphql(port, REPOSITORIES)["repositoriesOrError"]["nodes"] for s in node["schedules"]}
+        schedules = {
+            s["name"]: s
+            for node in graphql(port, REPOSITORIES)["repositoriesOrError"]["nodes"]
+            for s in node["schedules"]
+        }
         assert schedules["nightly_backfill_schedule"]["cronSchedule"] == "15 1 * * *"
         assert schedules["validation_schedule"]["scheduleState"]["status"] == "RUNNING"
-        checks = {(tuple(n["assetKey"]["path"]), c["name"]) for n in graphql(port, CHECKS)["assetNodes"]
-                  for c in (n["assetChecksOrError"].get("checks") or [])}
-        assert {(("wordcount_results",), "results_suite"), (("wordcount_results",), "reconciliation"),
-                (("wordcount_dead_letters",), "dead_letter_volume"), (("wordcount_layout",), "state_after_rescale")} <= checks
+        checks = {
+            (tuple(n["assetKey"]["path"]), c["name"])
+            for n in graphql(port, CHECKS)["assetNodes"]
+            for c in (n["assetChecksOrError"].get("checks") or [])
+        }
+        assert {
+            (("wordcount_results",), "results_suite"),
+            (("wordcount_results",), "reconciliation"),
+            (("wordcount_dead_letters",), "dead_letter_volume"),
+            (("wordcount_layout",), "state_after_rescale"),
+        } <= checks
 
         # The post-rescale state check, launched alone as the UI's "Execute check" does.
-        selector = {"repositoryLocationName": "esp", "repositoryName": "__repository__", "jobName": "validation_job",
-                    "assetSelection": [], "assetCheckSelection": [{"assetKey": {"path": ["wordcount_layout"]}, "name": "state_after_rescale"}]}
+        selector = {
+            "repositoryLocationName": "esp",
+            "repositoryName": "__repository__",
+            "jobName": "validation_job",
+            "assetSelection": [],
+            "assetCheckSelection": [{"assetKey": {"path": ["wordcount_layout"]}, "name": "state_after_rescale"}],
+        }
         launched = graphql(port, LAUNCH, {"params": {"selector": selector, "runConfigData": {}}})["launchRun"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         assert wait_for_status(port, launched["run"]["runId"], {"SUCCESS", "FAILURE"}, timeout_s=300) == "SUCCESS"
-        execution = graphql(port, CHECK_EXECUTIONS, {"key": {"path": ["wordcount_layout"]}, "name": "state_after_rescale"})
+        execution = graphql(
+            port, CHECK_EXECUTIONS, {"key": {"path": ["wordcount_layout"]}, "name": "state_after_rescale"}
+        )
         evaluation = execution["assetCheckExecutions"][0]["evaluation"]
         metadata = {e["label"]: e.get("intValue", e.get("floatValue")) for e in evaluation["metadataEntries"]}
         assert evaluation["success"] is True
@@ -108,12 +133,20 @@ def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
         assert metadata["layout_epoch"] == 1 and metadata["gx_success_percent"] == 100.0
 
         # A partition backfill over two days, as launched from the asset's page.
-        params = {"partitionNames": [d.isoformat() for d in DAYS], "assetSelection": [{"path": ["wordcount_daily_counts"]}],
-                  "fromFailure": False}
+        params = {
+            "partitionNames": [d.isoformat() for d in DAYS],
+            "assetSelection": [{"path": ["wordcount_daily_counts"]}],
+            "fromFailure": False,
+        }
         backfill = graphql(port, BACKFILL, {"params": params})["launchPartitionBackfill"]
         assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
-        status = poll(lambda: (graphql(port, BACKFILL_STATUS, {"id": backfill["backfillId"]})["partitionBackfillOrError"]["status"]
-                               if _done(root) else None))
+        status = poll(
+            lambda: (
+                graphql(port, BACKFILL_STATUS, {"id": backfill["backfillId"]})["partitionBackfillOrError"]["status"]
+                if _done(root)
+                else None
+            )
+        )
         assert status is not None, "the backfill did not fill both days in time"
     for day, lines in LINES.items():
         table = pq.read_table(root / "tables" / "daily" / f"date={day.isoformat()}").to_pylist()

@@ -36,8 +36,10 @@ def test_stream_asset_observes_and_stops_cleanly(tmp_path, bootstrap, topic_fact
 
     topic = topic_factory("dag-words", partitions=2)
     host, port_ = bootstrap.split(":")
-    settings = {"kafka": {"host": host, "client_port": int(port_)},
-                "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 2}}
+    settings = {
+        "kafka": {"host": host, "client_port": int(port_)},
+        "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 2},
+    }
     stop_load = threading.Event()
 
     def load() -> None:
@@ -51,8 +53,13 @@ def test_stream_asset_observes_and_stops_cleanly(tmp_path, bootstrap, topic_fact
     loader.start()
     try:
         with running_ui(tmp_path, settings) as port:
-            run_config = {"ops": {"wordcount_stream": {"config": {
-                "channels": 2, "trigger_seconds": 0.5, "observe_every_s": 2.0, "input_topic": topic}}}}
+            run_config = {
+                "ops": {
+                    "wordcount_stream": {
+                        "config": {"channels": 2, "trigger_seconds": 0.5, "observe_every_s": 2.0, "input_topic": topic}
+                    }
+                }
+            }
             run_id = launch(port, "wordcount_stream_job", run_config)
             wait_for_status(port, run_id, {"STARTED"})
             deadline = time.monotonic() + 240

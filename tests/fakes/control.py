@@ -14,7 +14,6 @@ import numpy as np
 from elasticity.control.signals import CongestionSignal, Evaluation, MetricsSnapshot
 
 
-
 def make_evaluation(
     channels: int = 8,
     *,
@@ -54,8 +53,11 @@ def make_evaluation(
         recent_max_input_rate_rps=rate,
         total_lag_records=rate * (2.0 if congested else 0.0),
         congestion=CongestionSignal(
-            index=1.0 if congested else 0.0, congested=congested, lag_s=2.0 if congested else 0.0,
-            growth_share=1.0 if congested else 0.0, draining=draining,
+            index=1.0 if congested else 0.0,
+            congested=congested,
+            lag_s=2.0 if congested else 0.0,
+            growth_share=1.0 if congested else 0.0,
+            draining=draining,
         ),
         timeout_in_window=False,
     )

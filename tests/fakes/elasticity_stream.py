@@ -71,8 +71,14 @@ class FakeStream:
             records = sum(c.records for c in per_channel)
             self.metrics.append(
                 BatchMetrics(
-                    stream="fake", batch_id=self.batch_id, epoch=self.epoch, channels=len(self.channels),
-                    wall_time=self.now_s, input_records=records, batch_ms=batch_s * 1000.0, per_channel=per_channel,
+                    stream="fake",
+                    batch_id=self.batch_id,
+                    epoch=self.epoch,
+                    channels=len(self.channels),
+                    wall_time=self.now_s,
+                    input_records=records,
+                    batch_ms=batch_s * 1000.0,
+                    per_channel=per_channel,
                 )
             )
             self.batch_id += 1

@@ -48,8 +48,15 @@ def committed_batches(checkpoint: str) -> int:
 def config_for(tmp_path: Path, bootstrap: str) -> Path:
     host, port = bootstrap.split(":")
     path = tmp_path / "esp.json"
-    path.write_text(json.dumps({"run_dir_name": str(tmp_path / "run"), "kafka": {"host": host, "client_port": int(port)},
-                                "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 4}}))
+    path.write_text(
+        json.dumps(
+            {
+                "run_dir_name": str(tmp_path / "run"),
+                "kafka": {"host": host, "client_port": int(port)},
+                "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 4},
+            }
+        )
+    )
     return path
 
 
@@ -57,7 +64,9 @@ def start_stream(config: Path, log: Path, *args: str) -> subprocess.Popen:
     esp = str(Path(sys.executable).parent / "esp")
     return subprocess.Popen(
         [esp, "stream", "run", "--config", str(config), *args],
-        stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-TODAY = dt.datetime.now(dt.timezone.utc).date()
+TODAY = dt.datetime.now(dt.UTC).date()
 DAYS = [TODAY - dt.timedelta(days=n) for n in (5, 4, 3)]
 LINES = {
     DAYS[0]: ["the cat sat", "the dog", "  cat  cat "],
@@ -32,11 +32,15 @@ def write_bronze(spark, bronze: Path) -> None:
     for day, lines in LINES.items():
         batches = BATCHES[day]
         for i, line in enumerate(lines):
-            ts = dt.datetime.combine(day, dt.time(12, i), tzinfo=dt.timezone.utc)
+            ts = dt.datetime.combine(day, dt.time(12, i), tzinfo=dt.UTC)
             rows.append((line, "words", i % 2, i, ts, batches[i % len(batches)]))
-    frame = spark.createDataFrame(rows, "line string, topic string, partition int, offset long, timestamp timestamp, batch_id long")
+    frame = spark.createDataFrame(
+        rows, "line string, topic string, partition int, offset long, timestamp timestamp, batch_id long"
+    )
     frame = frame.withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
-    frame.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy("date", "batch_id").parquet(str(bronze))
+    frame.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy("date", "batch_id").parquet(
+        str(bronze)
+    )
 
 
 def expected_counts(day: dt.date) -> dict[str, int]:
@@ -54,8 +58,14 @@ def partition_files(table: Path) -> dict[str, bytes]:
 @pytest.fixture
 def settings_file(tmp_path, esp_settings) -> Path:
     path = tmp_path / "esp.json"
-    path.write_text(json.dumps({"run_dir_name": str(tmp_path / "run"),
-                                "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 4}}))
+    path.write_text(
+        json.dumps(
+            {
+                "run_dir_name": str(tmp_path / "run"),
+                "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 4},
+            }
+        )
+    )
     return path
 
 
@@ -95,7 +105,9 @@ def test_backfill_three_days_equals_an_independent_count_and_is_idempotent(spark
     assert again.exit_code == 0, again.output
     assert daily_counts(spark, table, DAYS[1]) == expected_counts(DAYS[1])
     after = partition_files(table)
-    assert {k for k in after if not k.startswith(f"date={DAYS[1]}")} == {k for k in before if not k.startswith(f"date={DAYS[1]}")}
+    assert {k for k in after if not k.startswith(f"date={DAYS[1]}")} == {
+        k for k in before if not k.startswith(f"date={DAYS[1]}")
+    }
     assert all(after[k] == before[k] for k in before if not k.startswith(f"date={DAYS[1]}"))  # other days untouched
 
 

@@ -16,8 +16,16 @@ def tiny_run(spark, bootstrap, tmp_path_factory):
 
     workdir = tmp_path_factory.mktemp("bench-rescale")
     options = RescaleOptions(
-        keys=(1500,), from_channels=3, to_channels=4, words_per_line=50, warm_batches=1, trickle_lines_per_s=50,
-        chunk_lines=20, trigger_seconds=0.3, timeout_s=300, workdir=str(workdir),
+        keys=(1500,),
+        from_channels=3,
+        to_channels=4,
+        words_per_line=50,
+        warm_batches=1,
+        trickle_lines_per_s=50,
+        chunk_lines=20,
+        trigger_seconds=0.3,
+        timeout_s=300,
+        workdir=str(workdir),
     )
     steps: list[str] = []
     results = run_rescale_benchmark(spark, bootstrap, options, steps.append)
@@ -52,8 +60,9 @@ def test_the_correctness_check_fails_on_a_wrong_count(tiny_run, spark, bootstrap
     table = workdir / topic / "tables" / "results"
     assert check_results(spark, str(table), bootstrap, topic).ok
     # A later batch that reports one word's count off by one, and one word never seen.
-    spark.createDataFrame([("k7", 999, 0, 10_000), ("not-a-key", 1, 0, 10_000)], "word string, count long, channel int, batch_id long") \
-        .write.mode("overwrite").parquet(f"{table}/batch_id=10000")
+    spark.createDataFrame(
+        [("k7", 999, 0, 10_000), ("not-a-key", 1, 0, 10_000)], "word string, count long, channel int, batch_id long"
+    ).write.mode("overwrite").parquet(f"{table}/batch_id=10000")
     check = check_results(spark, str(table), bootstrap, topic)
     assert not check.ok
     assert check.mismatched_keys == 2 and check.result_keys == check.expected_keys + 1

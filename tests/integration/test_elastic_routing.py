@@ -24,7 +24,9 @@ def test_jvm_route_equals_layout_lookup_and_places_each_channel_alone(spark, cha
     from pipelines.elastic_stage import placement_labels, route, with_key_hash
 
     base = Layout.uniform(4)
-    layout = {"uniform": base, "scale_out": base.scale_out(1), "scale_in": base.scale_in(1), "split": base.split(2)}[change]
+    layout = {"uniform": base, "scale_out": base.scale_out(1), "scale_in": base.scale_in(1), "split": base.split(2)}[
+        change
+    ]
     words = [f"w{i}" for i in range(5000)] + ["", "é", "日本語"]
     frame = with_key_hash(spark.createDataFrame([(w,) for w in words], "key string"))
     routed = route(frame, layout, placement_labels(layout.n_channels))
@@ -32,7 +34,9 @@ def test_jvm_route_equals_layout_lookup_and_places_each_channel_alone(spark, cha
     expected = layout.lookup(np.array([hash_str(w) for w in words], dtype=np.int64))
     assert [got[w] for w in words] == expected.tolist()
 
-    placed = routed.repartition(layout.n_channels, "label").select("channel", F.spark_partition_id().alias("p")).distinct()
+    placed = (
+        routed.repartition(layout.n_channels, "label").select("channel", F.spark_partition_id().alias("p")).distinct()
+    )
     by_partition = {r.p: r.channel for r in placed.collect()}
     assert sorted(by_partition) == list(range(layout.n_channels))
     assert [by_partition[p] for p in range(layout.n_channels)] == list(layout.channels)

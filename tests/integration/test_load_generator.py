@@ -74,7 +74,14 @@ def test_constant_load_arrives_complete_and_parses(bootstrap, topic_factory):
 def test_several_processes_produce_ad_events(bootstrap, topic_factory):
     topic = topic_factory("load-ads")
     spec = LoadSpec(
-        topic=topic, kind="ads", key="natural", peak_rate=600, duration_s=3, processes=2, late_fraction=0.2, late_by_s=10
+        topic=topic,
+        kind="ads",
+        key="natural",
+        peak_rate=600,
+        duration_s=3,
+        processes=2,
+        late_fraction=0.2,
+        late_by_s=10,
     )
     report = run_load(spec, bootstrap)
 
@@ -127,7 +134,9 @@ def test_cli_run_prints_the_summary(bootstrap, topic_factory, tmp_path):
     assert summary["target_records"] == 1000 and summary["records_sent"] > 0
     assert out_png.stat().st_size > 0
 
-    missing = CliRunner().invoke(load_app, ["run", "--topic", "absent-topic", "--duration", "1", "--bootstrap", bootstrap])
+    missing = CliRunner().invoke(
+        load_app, ["run", "--topic", "absent-topic", "--duration", "1", "--bootstrap", bootstrap]
+    )
     assert missing.exit_code == 1 and "unknown Kafka topic" in missing.output
 
 

@@ -9,7 +9,14 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.streams import committed_batches, config_for, kill_group, produce, start_stream, wait_for_checkpoint
+from tests.integration.streams import (
+    committed_batches,
+    config_for,
+    kill_group,
+    produce,
+    start_stream,
+    wait_for_checkpoint,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -22,9 +29,21 @@ def _lines(count: int, offset: int = 0) -> list[str]:
 
 def _events(count: int, offset: int = 0) -> list[str]:
     base = int(time.time() * 1000) - 120_000
-    return [json.dumps({"event_id": f"e{i}", "user_id": f"u{i % 7}", "page_id": "p", "ad_id": f"a{i % 40}",
-                        "campaign_id": f"c{i % 9}", "ad_type": "banner", "event_type": ("view", "click")[i % 4 == 0],
-                        "event_time": base + (i % 3000) * 40}) for i in range(offset, offset + count)]
+    return [
+        json.dumps(
+            {
+                "event_id": f"e{i}",
+                "user_id": f"u{i % 7}",
+                "page_id": "p",
+                "ad_id": f"a{i % 40}",
+                "campaign_id": f"c{i % 9}",
+                "ad_type": "banner",
+                "event_type": ("view", "click")[i % 4 == 0],
+                "event_time": base + (i % 3000) * 40,
+            }
+        )
+        for i in range(offset, offset + count)
+    ]
 
 
 def _wordcount_check(spark, bootstrap, topic, root) -> dict:
@@ -75,8 +94,24 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, boots
     root = tmp_path / "stream"
     checkpoint = str(root / "checkpoint")
     name = f"crash-{job}"
-    args = ["--name", name, "--job", job, "--topic", topic, "--root", str(root), "--channels", "3", "--trigger", "0.1",
-            "--max-offsets", str(per_batch), "--observe-every", "1"]
+    args = [
+        "--name",
+        name,
+        "--job",
+        job,
+        "--topic",
+        topic,
+        "--root",
+        str(root),
+        "--channels",
+        "3",
+        "--trigger",
+        "0.1",
+        "--max-offsets",
+        str(per_batch),
+        "--observe-every",
+        "1",
+    ]
     log = tmp_path / "stream.log"
 
     for round_ in range(2):

@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-TODAY = dt.datetime.now(dt.timezone.utc).date()
+TODAY = dt.datetime.now(dt.UTC).date()
 DAYS = [TODAY - dt.timedelta(days=n) for n in (3, 2, 1)]
 BAD_RECORDS = [b"", b"   ", b"\xff\xfebad"]
 
@@ -29,7 +29,7 @@ def lines_of(day_index: int) -> list[str]:
 def produce_day(bootstrap: str, topic: str, day: dt.date, values: list[bytes]) -> None:
     from kafka import KafkaProducer
 
-    noon_ms = int(dt.datetime.combine(day, dt.time(12), tzinfo=dt.timezone.utc).timestamp() * 1000)
+    noon_ms = int(dt.datetime.combine(day, dt.time(12), tzinfo=dt.UTC).timestamp() * 1000)
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10)
     for i, value in enumerate(values):
         producer.send(topic, value=value, timestamp_ms=noon_ms + i)
@@ -43,7 +43,12 @@ def wait_until_consumed(stream, bootstrap: str, topic: str, timeout_s: float = 1
     from pipelines.streams.metrics import consumed_offsets
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    ends = {tp.partition: o for tp, o in consumer.end_offsets([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]).items()}
+    ends = {
+        tp.partition: o
+        for tp, o in consumer.end_offsets(
+            [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        ).items()
+    }
     consumer.close()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -66,14 +71,28 @@ def stack(spark, bootstrap, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("validation")
     host, port = bootstrap.split(":")
     settings_file = tmp / "esp.json"
-    settings_file.write_text(json.dumps({"run_dir_name": str(tmp / "run"), "kafka": {"host": host, "client_port": int(port)},
-                                         "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 4}}))
+    settings_file.write_text(
+        json.dumps(
+            {
+                "run_dir_name": str(tmp / "run"),
+                "kafka": {"host": host, "client_port": int(port)},
+                "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 4},
+            }
+        )
+    )
     name = f"wcv{uuid.uuid4().hex[:6]}"
     topic = f"{name}-in"
     ensure_topics(bootstrap, [TopicSpec(name=topic, partitions=2)])
     root = tmp / "run" / "streams" / "wordcount"
-    spec = StreamSpec(name=name, input_topic=topic, bootstrap_servers=bootstrap, root=str(root), channels=2,
-                      trigger_seconds=0.5, results_to_kafka=False)
+    spec = StreamSpec(
+        name=name,
+        input_topic=topic,
+        bootstrap_servers=bootstrap,
+        root=str(root),
+        channels=2,
+        trigger_seconds=0.5,
+        results_to_kafka=False,
+    )
     stream = ElasticStream(spark, spec)
     expected: dict[dt.date, Counter] = {}
     try:
@@ -101,15 +120,27 @@ def run_validation(stack, **dlq_config):
     from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
 
     settings = EspSettingsResource(config_file=str(stack["settings_file"]))
-    defs = Definitions.merge(quality_defs, Definitions(resources={
-        "esp_settings": settings, "spark": EspSparkResource(settings=settings), "kafka": KafkaResource(settings=settings)}))
+    defs = Definitions.merge(
+        quality_defs,
+        Definitions(
+            resources={
+                "esp_settings": settings,
+                "spark": EspSparkResource(settings=settings),
+                "kafka": KafkaResource(settings=settings),
+            }
+        ),
+    )
     job = defs.resolve_job_def("validation_job")
     dlq_op = "wordcount_dead_letters_dead_letter_volume"
     config = DeadLetterCheckConfig(topic=stack["spec"].dead_letter_topic, **dlq_config).model_dump(exclude_none=True)
-    result = job.execute_in_process(instance=DagsterInstance.ephemeral(), run_config={"ops": {dlq_op: {"config": config}}})
+    result = job.execute_in_process(
+        instance=DagsterInstance.ephemeral(), run_config={"ops": {dlq_op: {"config": config}}}
+    )
     assert result.success
-    return {(e.asset_key.path[-1], e.check_name): e for e in
-            (ev.event_specific_data for ev in result.all_events if ev.event_type_value == "ASSET_CHECK_EVALUATION")}
+    return {
+        (e.asset_key.path[-1], e.check_name): e
+        for e in (ev.event_specific_data for ev in result.all_events if ev.event_type_value == "ASSET_CHECK_EVALUATION")
+    }
 
 
 def corrupt_newest_row(results: Path, word: str, count: int) -> None:
@@ -123,8 +154,12 @@ def corrupt_newest_row(results: Path, word: str, count: int) -> None:
     _, file = max((b, f) for b, f in files if word in pq.read_table(f, columns=["word"])["word"].to_pylist())
     table = pq.read_table(file)
     index = table.schema.get_field_index("count")
-    counts = pc.if_else(pc.equal(table["word"], word), pa.scalar(count, table.schema.field("count").type), table["count"])
-    pq.write_table(table.set_column(index, table.schema.field("count"), counts), file.with_name(f"corrupted-{file.name}"))
+    counts = pc.if_else(
+        pc.equal(table["word"], word), pa.scalar(count, table.schema.field("count").type), table["count"]
+    )
+    pq.write_table(
+        table.set_column(index, table.schema.field("count"), counts), file.with_name(f"corrupted-{file.name}")
+    )
     file.unlink()
 
 

@@ -15,15 +15,22 @@ pytestmark = pytest.mark.integration
 def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_factory, tmp_path):
     from pipelines import kafka_io
     from pipelines.jobs.wordcount import batch_oracle
-    from tests.results import latest_word_counts
     from pipelines.streams.runner import ElasticStream
     from pipelines.streams.spec import StreamSpec
+    from tests.results import latest_word_counts
 
     topic = topic_factory("words", partitions=4)
     lines = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(i % 5 + 1)) for i in range(3000)]
     malformed = [b"", b"   \t ", b"\xc3\x28 broken utf8", b"w1 " * 400_000]
     produce(bootstrap, topic, lines + malformed)
-    spec = StreamSpec(name="wc", input_topic=topic, bootstrap_servers=bootstrap, root=str(tmp_path / "wc"), channels=3, trigger_seconds=0.5)
+    spec = StreamSpec(
+        name="wc",
+        input_topic=topic,
+        bootstrap_servers=bootstrap,
+        root=str(tmp_path / "wc"),
+        channels=3,
+        trigger_seconds=0.5,
+    )
     stream = ElasticStream(spark, spec)
     stream.start()
     try:
@@ -39,7 +46,9 @@ def test_elastic_word_count_equals_the_batch_oracle(spark, bootstrap, topic_fact
     assert stream.last_metrics is not None and stream.last_metrics.channels == 3
     letters = [json.loads(r.value) for r in _consume(bootstrap, spec.dead_letter_topic)]
     reasons = sorted(letter["reason"] for letter in letters)
-    assert reasons == sorted(["empty line", "empty line", "value is not valid UTF-8", "value larger than 1000000 bytes"]), letters
+    assert reasons == sorted(
+        ["empty line", "empty line", "value is not valid UTF-8", "value larger than 1000000 bytes"]
+    ), letters
 
 
 def native_word_counts(spark, bootstrap: str, topic: str, folder) -> dict[str, int]:
@@ -49,8 +58,12 @@ def native_word_counts(spark, bootstrap: str, topic: str, folder) -> dict[str, i
 
     query = (
         native_counts(kafka_io.read_stream(spark, bootstrap, topic))
-        .writeStream.format("memory").queryName("native_wc").outputMode("complete")
-        .option("checkpointLocation", str(folder / "checkpoint")).trigger(availableNow=True).start()
+        .writeStream.format("memory")
+        .queryName("native_wc")
+        .outputMode("complete")
+        .option("checkpointLocation", str(folder / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
     )
     query.awaitTermination(300)
     try:

@@ -26,7 +26,9 @@ def lvl(channels: int) -> int:
 
 
 def state_with(history: dict[int, tuple[float, bool]] | None = None, **fields) -> ControllerState:
-    records = {lvl(ch): LevelRecord(throughput_rps=t, congested=c, time_s=0.0) for ch, (t, c) in (history or {}).items()}
+    records = {
+        lvl(ch): LevelRecord(throughput_rps=t, congested=c, time_s=0.0) for ch, (t, c) in (history or {}).items()
+    }
     return ControllerState(history=records, **fields)
 
 
@@ -205,7 +207,9 @@ def test_no_decision_while_cooling_down_after_a_rescale():
     assert first.is_rescale and state.cooldown_until_s == 105.0
     state, second = ctl.decide(state, make_evaluation(12, congested=True, overloaded=range(12)), 104.0)
     assert second.action == "none" and second.rule == "cooldown"
-    _, third = ctl.decide(state, make_evaluation(12, congested=True, overloaded=range(12), throughput_rps=12000.0), 105.0)
+    _, third = ctl.decide(
+        state, make_evaluation(12, congested=True, overloaded=range(12), throughput_rps=12000.0), 105.0
+    )
     assert third.is_rescale
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.fakes.control import make_snapshot
 from elasticity.control.detectors import (
     SignalWindows,
     congestion_signal,
@@ -14,6 +13,7 @@ from elasticity.control.detectors import (
     update_peaks,
 )
 from elasticity.control.options import CongestionOptions, ControlOptions, OverloadOptions, UnderloadOptions
+from tests.fakes.control import make_snapshot
 
 OPTIONS = ControlOptions(
     overload=OverloadOptions(max_latency_s=1.0, reaction_time=4, reaction_factor=0.5),

@@ -16,9 +16,7 @@ OPTIONS = ControlOptions(controller=ControllerOptions(max_channels=64, cooldown_
 def congested_script(channels: int = 4, ticks: int = 8) -> list:
     # Every channel saturated at 1000 rec/s, latency and lag growing: 8000 rec/s arrive.
     return [
-        make_snapshot(
-            float(t), [1.0 + t] * channels, [1000.0] * channels, input_rate_rps=8000.0, lag=4000.0 * (t + 1)
-        )
+        make_snapshot(float(t), [1.0 + t] * channels, [1000.0] * channels, input_rate_rps=8000.0, lag=4000.0 * (t + 1))
         for t in range(ticks)
     ]
 
@@ -90,7 +88,9 @@ def test_control_step_is_the_pure_form_for_a_sensor():
     state = LoopState.from_json(None, OPTIONS)
     decisions = []
     for t, snapshot in enumerate(congested_script()):
-        state, evaluation, decision = control_step(OPTIONS, LoopState.from_json(state.to_json(), OPTIONS), snapshot, float(t))
+        state, evaluation, decision = control_step(
+            OPTIONS, LoopState.from_json(state.to_json(), OPTIONS), snapshot, float(t)
+        )
         decisions.append(decision)
     assert evaluation.channels == 4
     assert [t for t, d in enumerate(decisions) if d.action == "scale_out"] == [2, 7]
@@ -102,7 +102,9 @@ def test_a_load_that_falls_while_a_scale_out_settles_is_scaled_back_in():
     options = ControlOptions(controller=ControllerOptions(max_channels=6, cooldown_s=5.0))
     one = [make_snapshot(float(t), [2.0 + 2 * t], [0.0], input_rate_rps=294.0, lag=1500.0 * (t + 1)) for t in range(6)]
     drain = [
-        make_snapshot(6.0 + t, [8.0 - 3 * t] * 2, [190.0] * 2, input_rate_rps=20.0, lag=4000.0 / (t + 1), layout_epoch=1)
+        make_snapshot(
+            6.0 + t, [8.0 - 3 * t] * 2, [190.0] * 2, input_rate_rps=20.0, lag=4000.0 / (t + 1), layout_epoch=1
+        )
         for t in range(2)
     ]
     low = [make_snapshot(8.0 + t, [0.2] * 2, [10.0] * 2, input_rate_rps=20.0, layout_epoch=1) for t in range(40)]

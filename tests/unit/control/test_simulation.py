@@ -84,8 +84,8 @@ def test_benchmark_figures_on_the_esault_trace():
 
 
 def test_cli_writes_json_and_png(tmp_path: Path):
-    from typer.testing import CliRunner
     import typer
+    from typer.testing import CliRunner
 
     from benchmarks.simulate_command import simulate_command
 

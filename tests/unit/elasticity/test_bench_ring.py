@@ -46,7 +46,20 @@ def test_ring_command_writes_json_and_png(tmp_path) -> None:
     app.command("other")(lambda: None)  # a second command keeps "ring" a sub-command
     out = tmp_path / "ring.json"
     result = CliRunner().invoke(
-        app, ["ring", "--json", str(out), "--keys", "20000", "--max-channels", "6", "--migrate-keys", "3000", "--workdir", str(tmp_path)]
+        app,
+        [
+            "ring",
+            "--json",
+            str(out),
+            "--keys",
+            "20000",
+            "--max-channels",
+            "6",
+            "--migrate-keys",
+            "3000",
+            "--workdir",
+            str(tmp_path),
+        ],
     )
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())

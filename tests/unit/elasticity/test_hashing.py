@@ -32,7 +32,9 @@ def test_int64_array_matches_the_library_on_eight_little_endian_bytes(values) ->
 
 @given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=50))
 def test_int32_array_matches_the_library_on_four_little_endian_bytes(values) -> None:
-    expected = [to_signed64(xxhash.xxh64_intdigest(v.to_bytes(4, "little", signed=True), seed=KEY_HASH_SEED)) for v in values]
+    expected = [
+        to_signed64(xxhash.xxh64_intdigest(v.to_bytes(4, "little", signed=True), seed=KEY_HASH_SEED)) for v in values
+    ]
     assert list(hash_int32_array(np.array(values, dtype=np.int32))) == expected
     assert [hash_int32(v) for v in values] == expected
 

@@ -125,7 +125,13 @@ def test_journal_records_every_phase_in_order(make_backend, tmp_path) -> None:
     Migrator(root, backend).migrate(new)
     journal = Journal(MigrationArea(Location.of(root), new.epoch).journal_location, wall_clock=lambda: 0.0)
     assert journal.phases() == [
-        Phase.PLANNED, Phase.DONATING, Phase.DONATED, Phase.COLLECTING, Phase.COLLECTED, Phase.COMMITTED, Phase.COMPLETE,
+        Phase.PLANNED,
+        Phase.DONATING,
+        Phase.DONATED,
+        Phase.COLLECTING,
+        Phase.COLLECTED,
+        Phase.COMMITTED,
+        Phase.COMPLETE,
     ]
 
 
@@ -136,7 +142,9 @@ def test_phase_durations_come_from_the_injected_clock(make_backend, tmp_path) ->
     assert all(ms == 1000.0 for ms in report.phase_ms.values())  # one tick between start and end
 
 
-@pytest.mark.parametrize("failure_point", ["donate:file", "donate:manifest", "donated", "collect:prepared", "collect:applied", "collected"])
+@pytest.mark.parametrize(
+    "failure_point", ["donate:file", "donate:manifest", "donated", "collect:prepared", "collect:applied", "collected"]
+)
 def test_failure_before_commit_can_be_rolled_back_exactly_and_rerun(make_backend, tmp_path, failure_point) -> None:
     backend, root, old, expected = start(make_backend, tmp_path)
     before = placement(backend, old.channels)

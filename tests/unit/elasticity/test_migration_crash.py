@@ -60,9 +60,15 @@ def test_sigkill_then_recover_keeps_every_key_once(tmp_path, worker_env, operati
 
     child = subprocess.run(
         [sys.executable, str(WORKER), root, local, operation, kill_point],
-        env=worker_env, cwd=str(REPO), capture_output=True, text=True, timeout=120,
+        env=worker_env,
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert child.returncode == -signal.SIGKILL, f"not killed at {kill_point}: rc={child.returncode} {child.stderr[-2000:]}"
+    assert child.returncode == -signal.SIGKILL, (
+        f"not killed at {kill_point}: rc={child.returncode} {child.stderr[-2000:]}"
+    )
 
     backend = RocksBackend(Int64Codec(), durable=root, local_dir=local)
     try:
@@ -86,7 +92,11 @@ def test_recovery_survives_a_second_crash_during_recovery(tmp_path, worker_env) 
     backend.close()
     first = subprocess.run(
         [sys.executable, str(WORKER), root, local, "scale_out", "collect:applied"],
-        env=worker_env, cwd=str(REPO), capture_output=True, text=True, timeout=120,
+        env=worker_env,
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert first.returncode == -signal.SIGKILL
 

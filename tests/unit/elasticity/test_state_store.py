@@ -264,7 +264,9 @@ def test_caller_supplied_hash_is_used(make_store) -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     batches=st.lists(
-        st.lists(st.tuples(st.sampled_from("abcdefgh"), st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))), max_size=8),
+        st.lists(
+            st.tuples(st.sampled_from("abcdefgh"), st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1))), max_size=8
+        ),
         min_size=1,
         max_size=8,
     ),
@@ -382,7 +384,9 @@ def test_a_deletion_outside_declared_ranges_drops_the_declaration(make_store) ->
     store = make_store()
     write_batch(store, 0, {"a": 1, "b": 2})
     with store.begin_migration(1) as tx:
-        tx.delete_entries(store.entries([(hash_str("a"), hash_str("a"))]), present=True, vacated=[(hash_str("a"), hash_str("a"))])
+        tx.delete_entries(
+            store.entries([(hash_str("a"), hash_str("a"))]), present=True, vacated=[(hash_str("a"), hash_str("a"))]
+        )
         tx.delete("b")
         assert vacated_ranges_of(tx.changes()) is None
     assert dict(store.items()) == {}

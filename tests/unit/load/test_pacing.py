@@ -44,7 +44,9 @@ class ListSink:
 def paced(spec: LoadSpec, cost: float = 0.0, **kwargs):
     time = FakeTime()
     sink = ListSink(time, cost)
-    result = run_paced(rate_profile(spec), RecordSource(spec), sink, clock=time.clock(), slice_s=spec.slice_ms / 1000, **kwargs)
+    result = run_paced(
+        rate_profile(spec), RecordSource(spec), sink, clock=time.clock(), slice_s=spec.slice_ms / 1000, **kwargs
+    )
     return result, sink, time
 
 
@@ -126,6 +128,8 @@ def test_unpaced_sends_exactly_the_limit():
     time = FakeTime()
     sink = ListSink(time, 1e-6)
     progress: list[Progress] = []
-    result = run_unpaced(RecordSource(spec, limit=2500), sink, chunk=400, clock=time.clock(), on_progress=progress.append)
+    result = run_unpaced(
+        RecordSource(spec, limit=2500), sink, chunk=400, clock=time.clock(), on_progress=progress.append
+    )
     assert result.sent == 2500 == sum(n for _, n in sink.sent)
     assert sink.flushed == 1 and progress[-1].sent == 2500

@@ -8,18 +8,31 @@ from benchmarks.elasticity_command import BenchOptions, _static_candidates, per_
 from pipelines.streams.metrics import BatchMetrics, ChannelMetrics
 
 
-def _batch(end: float, channels: int, latencies_ms: list[float], epoch: int = 0, batch_ms: float = 900.0) -> BatchMetrics:
+def _batch(
+    end: float, channels: int, latencies_ms: list[float], epoch: int = 0, batch_ms: float = 900.0
+) -> BatchMetrics:
     per_channel = [ChannelMetrics(channel=c, probe_latency_ms=list(latencies_ms)) for c in range(channels)]
-    return BatchMetrics(stream="s", batch_id=int(end), epoch=epoch, channels=channels, wall_time=end, batch_ms=batch_ms,
-                        per_channel=per_channel)
+    return BatchMetrics(
+        stream="s",
+        batch_id=int(end),
+        epoch=epoch,
+        channels=channels,
+        wall_time=end,
+        batch_ms=batch_ms,
+        per_channel=per_channel,
+    )
 
 
 def test_a_long_batch_shows_as_rising_latency_while_it_runs_not_only_at_its_end():
     start = 1000.0
     # Quick batches until t=3, then, rescaled to 3 channels, one batch from t=3.2 to t=10 whose
     # probes were sent at t=3.5 and later.
-    metrics = [_batch(start + 1, 2, [500]), _batch(start + 2, 2, [500]), _batch(start + 3, 2, [500]),
-               _batch(start + 10, 3, [6500, 5500], epoch=1, batch_ms=6800)]
+    metrics = [
+        _batch(start + 1, 2, [500]),
+        _batch(start + 2, 2, [500]),
+        _batch(start + 3, 2, [500]),
+        _batch(start + 10, 3, [6500, 5500], epoch=1, batch_ms=6800),
+    ]
     channels, p99 = per_second_series(metrics, start, 11, initial_channels=2)
     # The new layout counts from the start of its first batch, not from when that batch reported.
     assert channels[:3].tolist() == [2] * 3 and channels[3:].tolist() == [3] * 8

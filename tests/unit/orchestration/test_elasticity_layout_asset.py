@@ -56,7 +56,9 @@ def test_dry_run_shows_the_plan_and_moves_nothing(settings, stopped_stream):
         result = _run(settings, {"target": {"op": "scale_to", "channels": 3}, "dry_run": True}, instance)
     assert result.success
     assert not result.get_asset_materialization_events()
-    [observation] = [e.event_specific_data.asset_observation for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+    [observation] = [
+        e.event_specific_data.asset_observation for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"
+    ]
     metadata = observation.metadata
     assert metadata["channels_before"].value == 2 and metadata["channels_after"].value == 3
     assert metadata["ring_fraction_moved"].value == pytest.approx(1 / 3, abs=1e-6)

@@ -10,10 +10,10 @@ from dagster import DagsterInstance, DagsterRunStatus, Definitions, build_sensor
 from orchestration.elasticity.definitions import elasticity_definitions, resize_job_name
 from orchestration.elasticity.policy import ElasticityPolicy, write_policy
 from orchestration.elasticity.sensor import make_elasticity_sensor
-from tests.fakes.elasticity_stream import FakeSource, FakeStream
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+from tests.fakes.elasticity_stream import FakeSource, FakeStream
 
 ENTRY = StreamEntry(name="fake", job="wordcount", input_topic="fake-in", load_kind="words")
 POLICY = ElasticityPolicy(slo_s=5.0, sample_period_s=10.0, probe_timeout_s=30.0, max_channels=8)
@@ -45,7 +45,9 @@ class Harness:
         self.cursor: str | None = None
 
     def tick(self):
-        context = build_sensor_context(instance=self.instance, cursor=self.cursor, resources={"esp_settings": self.settings})
+        context = build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources={"esp_settings": self.settings}
+        )
         result = self.sensor(context)
         self.cursor = result.cursor
         return result

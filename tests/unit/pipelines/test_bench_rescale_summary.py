@@ -10,8 +10,11 @@ def _run(pause: float, ok: bool = True, **more) -> dict:
 def test_the_summary_takes_each_systems_median_pause_run():
     size = SizeResult(
         1000,
-        esp_runs=[_run(3.0, moved_fraction=0.3, ideal_fraction=0.25), _run(1.0, moved_fraction=0.1, ideal_fraction=0.25),
-                  _run(2.0, moved_fraction=0.2, ideal_fraction=0.25)],
+        esp_runs=[
+            _run(3.0, moved_fraction=0.3, ideal_fraction=0.25),
+            _run(1.0, moved_fraction=0.1, ideal_fraction=0.25),
+            _run(2.0, moved_fraction=0.2, ideal_fraction=0.25),
+        ],
         native_runs=[_run(9.0), _run(7.0), _run(8.0)],
     )
     summary = size.summary()

@@ -18,9 +18,11 @@ def test_each_day_is_its_own_span_unless_a_batch_straddles_midnight():
 
     assert spans == {
         D[0]: "2026-11-01",
-        D[1]: "2026-11-02..2026-11-03", D[2]: "2026-11-02..2026-11-03",
+        D[1]: "2026-11-02..2026-11-03",
+        D[2]: "2026-11-02..2026-11-03",
         D[3]: "2026-11-04",
-        D[4]: "2026-11-05..2026-11-06", D[5]: "2026-11-05..2026-11-06",
+        D[4]: "2026-11-05..2026-11-06",
+        D[5]: "2026-11-05..2026-11-06",
     }
 
 
@@ -77,8 +79,10 @@ def test_a_range_plans_every_day_and_names_the_empty_ones(settings):
         (("wordcount", "2026-11-03", "2026-11-01"), "--from 2026-11-03 is after --to 2026-11-01"),
         (("wordcount", "11/01/2026", "2026-11-02"), "--from: '11/01/2026' is not a date in YYYY-MM-DD form"),
         (("wordcount", "2020-01-01", "2020-01-02"), "daily partitions start on 2025-01-01"),
-        (("wordcount", "2026-11-10", "2026-11-12"),
-         "no data for wordcount between 2026-11-10 and 2026-11-12 in the bronze archive"),
+        (
+            ("wordcount", "2026-11-10", "2026-11-12"),
+            "no data for wordcount between 2026-11-10 and 2026-11-12 in the bronze archive",
+        ),
         (("adclicks", "2026-11-02", "2026-11-03"), "is empty (has the stream run?)"),
     ],
 )

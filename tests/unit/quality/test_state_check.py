@@ -25,12 +25,14 @@ def write_results(spec: StreamSpec, batch_id: int, counts: dict[str, int], layou
     folder = Path(spec.results_table) / f"batch_id={batch_id}"
     folder.mkdir(parents=True, exist_ok=True)
     words = sorted(counts)
-    table = pa.table({
-        "word": pa.array(words, pa.string()),
-        "count": pa.array([counts[w] for w in words], pa.int64()),
-        "channel": pa.array([int(layout.owner(hash_str(w))) for w in words], pa.int32()),
-        "batch_id": pa.array([batch_id] * len(words), pa.int64()),
-    })
+    table = pa.table(
+        {
+            "word": pa.array(words, pa.string()),
+            "count": pa.array([counts[w] for w in words], pa.int64()),
+            "channel": pa.array([int(layout.owner(hash_str(w))) for w in words], pa.int32()),
+            "batch_id": pa.array([batch_id] * len(words), pa.int64()),
+        }
+    )
     pq.write_table(table, folder / "part-00000.parquet")
     (folder / "_SUCCESS").write_text("")
 
