@@ -222,8 +222,9 @@ def _static_candidates(options: BenchOptions) -> list[int]:
 
 def _static_segment(spec, options: BenchOptions, channels: int, bootstrap: str) -> dict[str, Any]:
     """Rescale to `channels`, hold the peak, and measure SLO attainment after a settling third."""
-    from orchestration.elasticity.realizer import StreamFiles, rescale_online
+    from orchestration.elasticity.realizer import rescale_online
     from pipelines.streams.control import RescaleTarget
+    from pipelines.streams.files import StreamFiles
     from pipelines.streams.metrics import read_recent
 
     current = StreamFiles(spec).committed_layout()

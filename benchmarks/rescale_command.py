@@ -130,7 +130,8 @@ def rescale_command(
                 results = run_rescale_benchmark(spark, servers, options, step)
     results["targets"] = {"pause_ratio_at_largest": PAUSE_RATIO_TARGET, "moved_over_ideal": MOVED_OVER_IDEAL_TARGET}
     results["command"] = (
-        f"esp bench rescale --keys {keys} --from {from_channels} --to {to_channels} --repetitions {repetitions} --json {json_out}"
+        f"esp bench rescale --keys {keys} --from {from_channels} --to {to_channels} "
+        f"--repetitions {repetitions} --json {json_out}"
     )
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(results, indent=2, default=str))

@@ -44,7 +44,7 @@ def ring_command(
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:
-        scaling = progress.add_task("movement & balance, N=1..%d" % max_channels, total=max_channels)
+        scaling = progress.add_task(f"movement & balance, N=1..{max_channels}", total=max_channels)
         points = measure_scaling(hashes, max_channels, progress=lambda n: progress.advance(scaling, n))
         lookups = progress.add_task("vectorized lookups", total=1)
         layout = _grown(max_channels)

@@ -107,7 +107,8 @@ def _progress() -> Progress:
 
 def throughput_table(results: dict[str, Any]) -> Table:
     table = Table(
-        title=f"esp bench throughput ({results['options']['records']:,} records, {results['options']['partitions']} partitions)"
+        title=f"esp bench throughput ({results['options']['records']:,} records, "
+        f"{results['options']['partitions']} partitions)"
     )
     for column in ("figure", "records/s", "vs native"):
         table.add_column(column, justify="right")

@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from pipelines import kafka_io
 from pipelines.jobs.wordcount import native_counts
+from pipelines.streams.names import checkpoint_path, results_table_path
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,11 @@ class NativeSpec:
 
     @property
     def checkpoint(self) -> str:
-        return str(Path(self.root) / "checkpoint")
+        return str(checkpoint_path(self.root))
 
     @property
     def results_table(self) -> str:
-        return str(Path(self.root) / "tables" / "results")
+        return str(results_table_path(self.root))
 
 
 @dataclass
@@ -115,7 +116,10 @@ class NativeWordCount:
         """Spark's offline state repartition of the (stopped) query's checkpoint."""
         if self.query is not None and self.query.isActive:
             raise RuntimeError("stop the native query before repartitioning its state")
-        self.spark._streamingCheckpointManager.repartition(self.spec.checkpoint, partitions)
+        # Spark's only entry to the offline repartition is this private manager of the session.
+        self.spark._streamingCheckpointManager.repartition(  # noqa: SLF001
+            self.spec.checkpoint, partitions
+        )
 
     def _write_results(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.select("word", "count", F.lit(batch_id).alias("batch_id"))

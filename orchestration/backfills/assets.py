@@ -1,7 +1,6 @@
 """Daily-partitioned batch assets: `<pipeline>_daily_counts`, one partition per UTC day,
 recomputed by Spark from the stream's bronze archive. Re-running a day replaces it."""
 
-
 from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
@@ -14,14 +13,14 @@ from dagster import (
 )
 from pydantic import Field
 
-from orchestration.backfills.targets import (
-    DAILY_PARTITIONS,
-    bronze_key,
-    daily_key,
-    is_catalogued,
-    spec_for,
-    stream_key,
-    utc_today,
+from orchestration.backfills.targets import DAILY_PARTITIONS, is_catalogued, spec_for, utc_today
+from orchestration.names import (
+    BACKFILLS_GROUP,
+    PIPELINE_TAG,
+    TABLES_GROUP,
+    bronze_asset_key,
+    daily_counts_asset_key,
+    stream_asset_key,
 )
 from orchestration.resources import EspSettingsResource, EspSparkResource
 from pipelines.batch.pipelines import BatchPipeline
@@ -40,9 +39,9 @@ class DailyRecomputeConfig(Config):
 def bronze_asset(pipeline: BatchPipeline) -> AssetSpec:
     """The bronze archive the stream writes (external: the stream run produces it)."""
     return AssetSpec(
-        bronze_key(pipeline),
-        deps=[stream_key(pipeline)] if is_catalogued(pipeline) else [],
-        group_name="tables",
+        bronze_asset_key(pipeline.name),
+        deps=[stream_asset_key(pipeline.name)] if is_catalogued(pipeline) else [],
+        group_name=TABLES_GROUP,
         description=f"Raw `{pipeline.name}` input rows, archived by the stream per date and batch id (Parquet).",
         kinds={"parquet"},
     )
@@ -50,13 +49,13 @@ def bronze_asset(pipeline: BatchPipeline) -> AssetSpec:
 
 def make_daily_asset(pipeline: BatchPipeline) -> AssetsDefinition:
     @asset(
-        key=daily_key(pipeline),
-        deps=[bronze_key(pipeline)],
+        key=daily_counts_asset_key(pipeline.name),
+        deps=[bronze_asset_key(pipeline.name)],
         partitions_def=DAILY_PARTITIONS,
-        group_name="backfills",
+        group_name=BACKFILLS_GROUP,
         kinds={"spark", "parquet"},
         description=f"`{pipeline.name}` counts per UTC day, recomputed from the bronze archive (Spark batch).",
-        op_tags={"esp/pipeline": pipeline.name},
+        op_tags={PIPELINE_TAG: pipeline.name},
     )
     def daily_counts(
         context: AssetExecutionContext,

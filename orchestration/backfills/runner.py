@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestration.backfills.targets import PARTITIONS_START, spec_for, utc_today
+from orchestration.names import BACKFILL_TAG, PIPELINE_TAG
 from pipelines.batch.pipelines import BatchPipeline, pipeline_named
 from pipelines.batch.tables import bronze_batches, bronze_days, parse_day
 from pipelines.settings import EspSettings
@@ -92,7 +93,10 @@ def _no_data_message(pipeline: BatchPipeline, spec: StreamSpec, first: dt.date, 
     archived = bronze_days(spec.bronze_table)
     where = f"the bronze archive {spec.bronze_table}"
     if not archived and not spec.archive_input:
-        return f"no data for {pipeline.name}: stream {spec.name} runs with archive_input off, so it keeps no bronze archive"
+        return (
+            f"no data for {pipeline.name}: stream {spec.name} runs with archive_input off, "
+            "so it keeps no bronze archive"
+        )
     if not archived:
         return f"no data for {pipeline.name} between {first} and {last}: {where} is empty (has the stream run?)"
     return (
@@ -127,7 +131,7 @@ def run_backfill(
             run_config=run_config,
             instance=instance,
             raise_on_error=False,
-            tags={"esp/backfill": "cli", "esp/pipeline": plan.pipeline.name},
+            tags={BACKFILL_TAG: "cli", PIPELINE_TAG: plan.pipeline.name},
         )
         outcome = _outcome(day, result)
         outcomes.append(outcome)

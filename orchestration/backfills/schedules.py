@@ -12,17 +12,18 @@ from dagster import (
 )
 
 from orchestration.backfills.targets import DAILY_PARTITIONS
+from orchestration.names import BACKFILL_TAG, DAILY_RECOMPUTE_JOB, NIGHTLY_BACKFILL_SCHEDULE
 
 NIGHTLY_CRON = "15 1 * * *"
 
 
 def daily_recompute_job(daily_assets: list):  # -> dagster's unresolved asset job
     return define_asset_job(
-        "daily_recompute_job",
+        DAILY_RECOMPUTE_JOB,
         selection=daily_assets,
         partitions_def=DAILY_PARTITIONS,
         description="Recompute the daily batch tables of every pipeline for one day.",
-        tags={"esp/backfill": "scheduled"},
+        tags={BACKFILL_TAG: "scheduled"},
     )
 
 
@@ -33,7 +34,7 @@ def yesterday_of(moment: dt.datetime) -> dt.date:
 
 def nightly_backfill_schedule(job) -> ScheduleDefinition:
     @schedule(
-        name="nightly_backfill_schedule",
+        name=NIGHTLY_BACKFILL_SCHEDULE,
         job=job,
         cron_schedule=NIGHTLY_CRON,
         execution_timezone="UTC",

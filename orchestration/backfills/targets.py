@@ -1,12 +1,13 @@
-"""What the backfill and quality domains point at: the pipelines, their streams' folders, the
-daily partitions, and the asset keys of the tables involved. No Dagster definitions here."""
+"""What the backfill and quality domains point at: the pipelines, their streams' folders and the
+daily partitions (the asset keys of the tables involved are in `orchestration.names`). No Dagster
+definitions here."""
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
 
-from dagster import AssetKey, DailyPartitionsDefinition
+from dagster import DailyPartitionsDefinition
 
 from orchestration.streams.catalog import STREAMS, stream_root, stream_spec
 from pipelines.batch.pipelines import BATCH_PIPELINES, BatchPipeline
@@ -46,28 +47,3 @@ def is_catalogued(pipeline: BatchPipeline) -> bool:
 
 def utc_today() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
-
-
-def stream_key(pipeline: BatchPipeline) -> AssetKey:
-    return AssetKey(f"{pipeline.name}_stream")
-
-
-def results_key(pipeline: BatchPipeline) -> AssetKey:
-    return AssetKey(f"{pipeline.name}_results")
-
-
-def bronze_key(pipeline: BatchPipeline) -> AssetKey:
-    return AssetKey(f"{pipeline.name}_bronze")
-
-
-def dead_letters_key(pipeline: BatchPipeline) -> AssetKey:
-    return AssetKey(f"{pipeline.name}_dead_letters")
-
-
-def daily_key(pipeline: BatchPipeline) -> AssetKey:
-    return AssetKey(f"{pipeline.name}_daily_counts")
-
-
-def layout_key(pipeline: BatchPipeline) -> AssetKey:
-    """The resizing asset of the stream (built in orchestration/elasticity)."""
-    return AssetKey(f"{pipeline.name}_layout")

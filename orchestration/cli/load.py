@@ -220,7 +220,8 @@ def run_command(
         servers = _bootstrap(config, bootstrap, spec.topic)
         target = rate_profile(spec)
         console.print(
-            f"{spec.profile} load of {spec.kind} to [bold]{spec.topic}[/] at {servers}: peak {spec.peak_rate:,.0f} rec/s, "
+            f"{spec.profile} load of {spec.kind} to [bold]{spec.topic}[/] at {servers}: "
+            f"peak {spec.peak_rate:,.0f} rec/s, "
             f"{target.duration_s:.0f} s, {spec.producer_processes()} producer process(es)"
         )
         report = _run_with_progress(

@@ -24,9 +24,10 @@ def _spec(
     root: Path | None,
     service_ms: float = 0.0,
 ):
+    from orchestration.streams.catalog import stream_root
     from pipelines.streams.spec import StreamSpec
 
-    folder = root or settings.run_dir / "streams" / name
+    folder = root or stream_root(settings, name)
     return StreamSpec(
         name=name,
         job=job,
@@ -88,7 +89,9 @@ def rescale(
 ) -> None:
     """Ask a running stream to rescale at its next batch boundary, and wait for the outcome."""
     from orchestration.stack.project import load_settings
+    from orchestration.streams.catalog import stream_root
     from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+    from pipelines.streams.names import control_path
 
     with friendly_errors():
         chosen = [x is not None for x in (channels, split, merge)]
@@ -101,8 +104,8 @@ def rescale(
             if split is not None
             else RescaleTarget(op="merge", channel=merge)
         )
-        folder = root or load_settings(config).run_dir / "streams" / name
-        control = ControlChannel(str(Path(folder).resolve() / "control"))
+        folder = root or stream_root(load_settings(config), name)
+        control = ControlChannel(str(control_path(Path(folder).resolve())))
         request = RescaleRequest(target=target, reason="manual (esp stream rescale)")
         control.request(request)
         with console.status("waiting for the stream's next batch boundary…"):

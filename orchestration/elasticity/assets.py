@@ -21,11 +21,9 @@ from typing import Any, Literal
 
 from dagster import (
     AssetExecutionContext,
-    AssetKey,
     AssetObservation,
     AssetsDefinition,
     Config,
-    DagsterRunStatus,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -34,15 +32,10 @@ from dagster import (
 )
 from pydantic import Field
 
+from orchestration.names import ELASTICITY_GROUP, RESCALE_TAG, layout_asset_key, stream_asset_key, stream_job_name
 from orchestration.resources import EspSettingsResource
+from orchestration.runs import ACTIVE_RUN_STATUSES
 from orchestration.streams.catalog import StreamEntry, stream_spec
-
-ACTIVE_RUN = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-]
 
 
 class RescaleTargetConfig(Config):
@@ -65,14 +58,6 @@ class LayoutConfig(Config):
         120.0, gt=0, description="A stream whose checkpoint began or committed a batch this recently counts as running."
     )
     allow_offline: bool = Field(True, description="Migrate a stopped stream's state here (False: refuse instead).")
-
-
-def layout_asset_key(entry: StreamEntry) -> AssetKey:
-    return AssetKey(f"{entry.name}_layout")
-
-
-def stream_job_name(entry: StreamEntry) -> str:
-    return f"{entry.name}_stream_job"
 
 
 def _png_markdown(png: bytes, caption: str) -> MetadataValue:
@@ -114,7 +99,9 @@ def stream_is_running(
     context: AssetExecutionContext, entry: StreamEntry, files, alive_within_s: float
 ) -> tuple[bool, str]:
     """Whether a live process consumes the stream's control folder, and how we know."""
-    runs = context.instance.get_runs(filters=RunsFilter(job_name=stream_job_name(entry), statuses=ACTIVE_RUN), limit=1)
+    runs = context.instance.get_runs(
+        filters=RunsFilter(job_name=stream_job_name(entry.name), statuses=ACTIVE_RUN_STATUSES), limit=1
+    )
     if runs:
         return True, f"its Dagster run {runs[0].run_id[:8]} is {runs[0].status.value}"
     age = files.heartbeat_age_s()
@@ -124,21 +111,20 @@ def stream_is_running(
 
 
 def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
-    key = layout_asset_key(entry)
+    key = layout_asset_key(entry.name)
 
     @asset(
         key=key,
-        group_name="elasticity",
-        deps=[AssetKey(f"{entry.name}_stream")],
+        group_name=ELASTICITY_GROUP,
+        deps=[stream_asset_key(entry.name)],
         output_required=False,
         description=f"The partition layout of the `{entry.name}` stream's elastic stage; a run rescales it "
         "(online at a batch boundary, or offline on a stopped stream) and records the cost.",
-        op_tags={"esp/rescale": entry.name},
+        op_tags={RESCALE_TAG: entry.name},
     )
     def layout_asset(context: AssetExecutionContext, config: LayoutConfig, esp_settings: EspSettingsResource):
         from orchestration.elasticity.realizer import (
             OfflineRefused,
-            StreamFiles,
             describe_target,
             plan_rescale,
             rescale_offline,
@@ -147,6 +133,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
             write_share_plot,
         )
         from pipelines.streams.control import RescaleTarget
+        from pipelines.streams.files import StreamFiles
 
         spec = stream_spec(esp_settings.load(), entry)
         files = StreamFiles(spec)

@@ -245,7 +245,7 @@ class KafkaStreamSource:
         self.limit = limit
 
     def read(self, now_s: float) -> StreamReading:
-        from orchestration.elasticity.realizer import StreamFiles
+        from pipelines.streams.files import StreamFiles
         from pipelines.streams.metrics import checkpoint_offsets, read_recent
 
         committed = StreamFiles(self.spec).committed_layout()

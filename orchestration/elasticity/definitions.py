@@ -11,11 +11,8 @@ from dagster import DefaultSensorStatus, Definitions, define_asset_job
 from orchestration.elasticity.assets import make_layout_asset
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S, make_elasticity_sensor
+from orchestration.names import RESCALE_TAG, resize_job_name
 from orchestration.streams.catalog import STREAMS, StreamEntry
-
-
-def resize_job_name(entry: StreamEntry) -> str:
-    return f"{entry.name}_resize_job"
 
 
 def elasticity_definitions(
@@ -28,7 +25,7 @@ def elasticity_definitions(
     for entry in entries:
         layout = make_layout_asset(entry)
         # The tag puts manual launches under the same one-rescale-per-stream concurrency limit.
-        job = define_asset_job(resize_job_name(entry), selection=[layout], tags={"esp/rescale": entry.name})
+        job = define_asset_job(resize_job_name(entry.name), selection=[layout], tags={RESCALE_TAG: entry.name})
         assets.append(layout)
         jobs.append(job)
         sensors.append(make_elasticity_sensor(entry, job.name, interval_s, policy, default_status))

@@ -6,8 +6,6 @@ No Dagster here, so the resizing asset and the benchmark share it:
   snapshot's numbering) -> a `RescaleTarget` (layout channel ids);
 - `plan_rescale(layout, target)`: the next layout and exactly the hash ranges that move, the
   moved share of the ring vs the ideal |N'-N|/max(N,N'), shares before/after (a dry run);
-- `StreamFiles(spec)`: what the stream's folders say: committed layout, pending migration,
-  waiting request, heartbeat (newest checkpoint file), a batch begun but not committed;
 - `rescale_online`: a `RescaleRequest` in the control folder, applied by the running stream at
   its next batch boundary (the horizontal barrier), and its result;
 - `rescale_offline`: the migration run here with `Migrator` on a stopped stream's state, after
@@ -27,6 +25,7 @@ from elasticity.control import Decision
 from elasticity.layout import HashRange, Layout, diff, ideal_moved_fraction, moved_space_fraction
 from orchestration.elasticity.collector import ChannelMap
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+from pipelines.streams.files import StreamFiles
 from pipelines.streams.spec import StreamSpec
 
 
@@ -95,59 +94,6 @@ def plan_rescale(current: Layout, target: RescaleTarget) -> RescalePlan:
     return RescalePlan(current, after, tuple(diff(current, after)))
 
 
-class StreamFiles:
-    """The stream's folders as seen from outside its process."""
-
-    def __init__(self, spec: StreamSpec) -> None:
-        self.spec = spec
-        self.checkpoint = Path(spec.checkpoint)
-
-    def registry(self):
-        from elasticity.migration.registry import LayoutRegistry
-        from elasticity.state import Location
-
-        return LayoutRegistry(Location.of(self.spec.elastic_root))
-
-    def committed_layout(self) -> Layout | None:
-        from elasticity.migration.registry import RegistryError
-
-        try:
-            return self.registry().committed()
-        except RegistryError:
-            return None
-
-    def pending_migration(self) -> int | None:
-        try:
-            return self.registry().pending()
-        except FileNotFoundError:
-            return None
-
-    def pending_request(self) -> RescaleRequest | None:
-        return ControlChannel(self.spec.control_dir).take_request()
-
-    def _batch_ids(self, folder: str) -> list[int]:
-        path = self.checkpoint / folder
-        return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
-
-    def heartbeat_age_s(self, now_s: float | None = None) -> float | None:
-        """Seconds since the query last began or committed a batch (None: it never ran)."""
-        newest = [
-            (self.checkpoint / folder / str(ids[-1])).stat().st_mtime
-            for folder in ("offsets", "commits")
-            if (ids := self._batch_ids(folder))
-        ]
-        if not newest:
-            return None
-        return (time.time() if now_s is None else now_s) - max(newest)
-
-    def batch_in_flight(self) -> int | None:
-        """The id of a batch whose offsets are planned but not committed (a stop mid-batch)."""
-        planned, committed = self._batch_ids("offsets"), self._batch_ids("commits")
-        if planned and (not committed or planned[-1] > committed[-1]):
-            return planned[-1]
-        return None
-
-
 def rescale_online(spec: StreamSpec, target: RescaleTarget, reason: str, timeout_s: float) -> dict[str, Any]:
     """Ask the running stream to rescale at its next batch boundary; its result (status committed/failed).
 
@@ -174,8 +120,8 @@ def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dic
         )
     if (waiting := files.pending_request()) is not None:
         raise OfflineRefused(
-            f"request {waiting.request_id} ({describe_target(waiting.target)}) is waiting in {spec.control_dir} for the "
-            "stream; start the stream so it applies it, or delete the request file, then retry"
+            f"request {waiting.request_id} ({describe_target(waiting.target)}) is waiting in {spec.control_dir} "
+            "for the stream; start the stream so it applies it, or delete the request file, then retry"
         )
     if (batch := files.batch_in_flight()) is not None:
         raise OfflineRefused(

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 from dagster import (
     DagsterInstance,
-    DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
     RunsFilter,
@@ -27,23 +26,20 @@ from dagster import (
 )
 
 from orchestration.elasticity.policy import ElasticityPolicy, load_policy
+from orchestration.names import RESCALE_TAG, elasticity_sensor_name, layout_asset_key, op_name
 from orchestration.resources import EspSettingsResource
+from orchestration.runs import ACTIVE_RUN_STATUSES
 from orchestration.streams.catalog import StreamEntry, stream_spec
 
-ACTIVE_RUN = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-]
 DEFAULT_INTERVAL_S = 10
 
 
 def rescale_in_flight(instance: DagsterInstance, stream: str, spec) -> str | None:
     """Why a new rescale of the stream must wait, or None if none is under way."""
-    from orchestration.elasticity.realizer import StreamFiles, describe_target
+    from orchestration.elasticity.realizer import describe_target
+    from pipelines.streams.files import StreamFiles
 
-    runs = instance.get_runs(filters=RunsFilter(tags={"esp/rescale": stream}, statuses=ACTIVE_RUN), limit=1)
+    runs = instance.get_runs(filters=RunsFilter(tags={RESCALE_TAG: stream}, statuses=ACTIVE_RUN_STATUSES), limit=1)
     if runs:
         return f"rescale run {runs[0].run_id[:8]} of {stream} is {runs[0].status.value}; one rescale at a time"
     files = StreamFiles(spec)
@@ -60,7 +56,7 @@ def rescale_run_config(entry: StreamEntry, outcome, policy: ElasticityPolicy) ->
     target = outcome.target
     return {
         "ops": {
-            f"{entry.name}_layout": {
+            op_name(layout_asset_key(entry.name)): {
                 "config": {
                     "target": {"op": target.op, "channels": target.channels, "channel": target.channel},
                     "reason": outcome.decision.reason,
@@ -88,7 +84,7 @@ def make_elasticity_sensor(
     default_policy = policy or ElasticityPolicy(sample_period_s=float(interval_s))
 
     @sensor(
-        name=f"{entry.name}_elasticity",
+        name=elasticity_sensor_name(entry.name),
         job_name=job_name,
         minimum_interval_seconds=interval_s,
         default_status=default_status,

@@ -18,6 +18,13 @@ from elasticity.control import Decision, LoopState, control_step
 from orchestration.elasticity.collector import Collected, NotReady, OffsetSample, StreamReading, collect
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.realizer import describe_target, target_for
+from orchestration.names import (
+    RESCALE_ACTION_TAG,
+    RESCALE_REASON_TAG,
+    RESCALE_RULE_TAG,
+    RESCALE_TAG,
+    RESCALE_TARGET_TAG,
+)
 from pipelines.streams.control import RescaleTarget
 
 
@@ -107,9 +114,9 @@ def run_tags(stream: str, outcome: TickOutcome) -> dict[str, str]:
     """Tags of a rescale run: the concurrency key, the rule, and the reason (Dagster caps tag values)."""
     assert outcome.decision is not None and outcome.target is not None
     return {
-        "esp/rescale": stream,
-        "esp/rescale-rule": outcome.decision.rule,
-        "esp/rescale-action": outcome.decision.action,
-        "esp/rescale-target": describe_target(outcome.target),
-        "esp/rescale-reason": outcome.decision.reason[:4000],
+        RESCALE_TAG: stream,
+        RESCALE_RULE_TAG: outcome.decision.rule,
+        RESCALE_ACTION_TAG: outcome.decision.action,
+        RESCALE_TARGET_TAG: describe_target(outcome.target),
+        RESCALE_REASON_TAG: outcome.decision.reason[:4000],
     }

@@ -2,10 +2,15 @@
 
 from dagster import AssetExecutionContext, Definitions, MaterializeResult, MetadataValue, asset
 
+from orchestration.names import PLATFORM_GROUP, TOPIC_INVENTORY_ASSET_KEY
 from orchestration.resources import KafkaResource
 
 
-@asset(group_name="platform", description="Topics on the Kafka broker and their partition counts.")
+@asset(
+    key=TOPIC_INVENTORY_ASSET_KEY,
+    group_name=PLATFORM_GROUP,
+    description="Topics on the Kafka broker and their partition counts.",
+)
 def kafka_topic_inventory(context: AssetExecutionContext, kafka: KafkaResource) -> MaterializeResult:
     from pipelines.kafka_topics import topic_partition_counts
 

@@ -24,15 +24,20 @@ from dagster import (
 )
 from pydantic import Field
 
-from orchestration.backfills.targets import (
-    daily_key,
-    dead_letters_key,
-    is_catalogued,
-    layout_key,
-    results_key,
-    spec_for,
-    stream_key,
-    utc_today,
+from orchestration.backfills.targets import is_catalogued, spec_for, utc_today
+from orchestration.names import (
+    DEAD_LETTER_VOLUME_CHECK,
+    RECONCILIATION_CHECK,
+    RESULTS_SUITE_CHECK,
+    STATE_AFTER_RESCALE_CHECK,
+    TABLES_GROUP,
+    daily_counts_asset_key,
+    dead_letters_asset_key,
+    dead_letters_suite_name,
+    layout_asset_key,
+    results_asset_key,
+    results_suite_name,
+    stream_asset_key,
 )
 from orchestration.quality.dead_letters import read_dead_letters
 from orchestration.quality.gx_validation import GreatExpectationsResource
@@ -42,6 +47,7 @@ from orchestration.quality.suites import dead_letter_expectations, latest_view, 
 from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
 from pipelines.batch.pipelines import BatchPipeline
 from pipelines.batch.reconcile import reconcile
+from pipelines.streams.names import dead_letter_topic
 
 
 class CheckConfig(Config):
@@ -66,21 +72,22 @@ class DeadLetterCheckConfig(CheckConfig):
 
 
 def table_assets(pipeline: BatchPipeline) -> list[AssetSpec]:
-    upstream = [stream_key(pipeline)] if is_catalogued(pipeline) else []
+    upstream = [stream_asset_key(pipeline.name)] if is_catalogued(pipeline) else []
     return [
         AssetSpec(
-            results_key(pipeline),
+            results_asset_key(pipeline.name),
             deps=upstream,
-            group_name="tables",
+            group_name=TABLES_GROUP,
             kinds={"parquet"},
             description=f"`{pipeline.name}` results: per micro-batch, the new count of every key it touched (Parquet).",
         ),
         AssetSpec(
-            dead_letters_key(pipeline),
+            dead_letters_asset_key(pipeline.name),
             deps=upstream,
-            group_name="tables",
+            group_name=TABLES_GROUP,
             kinds={"kafka"},
-            description=f"Rejected `{pipeline.name}` records with their reason (Kafka topic `{pipeline.name}.dlq`).",
+            description=f"Rejected `{pipeline.name}` records with their reason "
+            f"(Kafka topic `{dead_letter_topic(pipeline.name)}`).",
         ),
     ]
 
@@ -90,8 +97,8 @@ def table_assets(pipeline: BatchPipeline) -> list[AssetSpec]:
 
 def make_results_suite_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=results_key(pipeline),
-        name="results_suite",
+        asset=results_asset_key(pipeline.name),
+        name=RESULTS_SUITE_CHECK,
         description="GX: keys and counts not null, counts >= 0, one row per key in the latest view"
         + (", windows aligned" if pipeline.window_columns else "")
         + ".",
@@ -116,7 +123,7 @@ def make_results_suite_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
         try:
             outcome = gx.validate(
                 frame,
-                f"{pipeline.name}_results",
+                results_suite_name(pipeline.name),
                 results_expectations(pipeline, spec.window_seconds),
                 [*keys, "batch_id"],
             )
@@ -139,9 +146,9 @@ def make_results_suite_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
 
 def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=results_key(pipeline),
-        name="reconciliation",
-        additional_deps=[daily_key(pipeline)],
+        asset=results_asset_key(pipeline.name),
+        name=RECONCILIATION_CHECK,
+        additional_deps=[daily_counts_asset_key(pipeline.name)],
         description="Every closed day: the stream's counts equal the daily batch recomputation, key by key.",
     )
     def reconciliation(
@@ -179,8 +186,8 @@ def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
 
 def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=dead_letters_key(pipeline),
-        name="dead_letter_volume",
+        asset=dead_letters_asset_key(pipeline.name),
+        name=DEAD_LETTER_VOLUME_CHECK,
         description="GX: at most `max_dead_letters` dead letters in the look-back window (a warning above).",
     )
     def dead_letter_volume(
@@ -209,14 +216,16 @@ def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
             )
         outcome = gx.validate(
             sample.records,
-            f"{pipeline.name}_dead_letters",
+            dead_letters_suite_name(pipeline.name),
             dead_letter_expectations(config.max_dead_letters),
             ["source_topic", "source_partition", "source_offset"],
         )
         return AssetCheckResult(
             passed=outcome.success,
             severity=AssetCheckSeverity.WARN,
-            description=f"{sample.volume} dead letter(s) in {config.lookback_hours:g} h (threshold {config.max_dead_letters})",
+            description=(
+                f"{sample.volume} dead letter(s) in {config.lookback_hours:g} h (threshold {config.max_dead_letters})"
+            ),
             metadata={**base, **suite_metadata(outcome, config.max_offending)},
         )
 
@@ -225,8 +234,8 @@ def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
 
 def make_state_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     @asset_check(
-        asset=layout_key(pipeline),
-        name="state_after_rescale",
+        asset=layout_asset_key(pipeline.name),
+        name=STATE_AFTER_RESCALE_CHECK,
         description="GX on the state under the committed layout: each key stored once, in the channel its hash "
         "routes to; key count and sum of counts equal the stream's results up to the same batch.",
     )
@@ -271,7 +280,7 @@ def make_state_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
 def _last_rescale(context: AssetCheckExecutionContext, pipeline: BatchPipeline) -> dict[str, Any]:
     """The resizing asset's latest MigrationReport figures, to show next to the census."""
     try:
-        event = context.instance.get_latest_materialization_event(layout_key(pipeline))
+        event = context.instance.get_latest_materialization_event(layout_asset_key(pipeline.name))
     except Exception:  # an instance without that asset's history: nothing to show
         return {}
     if event is None or event.asset_materialization is None:

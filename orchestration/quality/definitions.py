@@ -6,6 +6,7 @@ from dagster import AssetSelection, DefaultScheduleStatus, Definitions, Schedule
 
 from orchestration.backfills.definitions import defs as backfill_defs
 from orchestration.backfills.targets import pipelines
+from orchestration.names import VALIDATION_JOB, VALIDATION_SCHEDULE, VALIDATION_TAG
 from orchestration.quality.checks import pipeline_checks, table_assets
 from orchestration.quality.gx_validation import GreatExpectationsResource
 
@@ -17,13 +18,13 @@ def _quality_definitions() -> Definitions:
     assets = [spec for p in pipelines() for spec in table_assets(p)]
     checks = [check for p in pipelines() for check in pipeline_checks(p)]
     validation_job = define_asset_job(
-        "validation_job",
+        VALIDATION_JOB,
         selection=AssetSelection.checks(*checks),
         description="Run every data-quality check: GX suites, reconciliation, dead letters, state.",
-        tags={"esp/validation": "true"},
+        tags={VALIDATION_TAG: "true"},
     )
     schedule = ScheduleDefinition(
-        name="validation_schedule",
+        name=VALIDATION_SCHEDULE,
         job=validation_job,
         cron_schedule=VALIDATION_CRON,
         execution_timezone="UTC",

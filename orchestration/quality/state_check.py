@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestration.names import state_suite_name
 from orchestration.quality.gx_validation import GreatExpectationsResource, SuiteOutcome
 from orchestration.quality.state_census import StateCensus, take_census
 from orchestration.quality.suites import state_expectations
@@ -91,7 +92,7 @@ def check_state(
         differing = differing_keys(census.rows, expected, limit)
     suite = gx.validate(
         census.rows,
-        f"{pipeline.name}_state_after_rescale",
+        state_suite_name(pipeline.name),
         state_expectations(baseline and baseline["keys"], baseline and baseline["total"]),
         ["key", "channel"],
     )

@@ -5,10 +5,8 @@ probe latency percentiles, channels), so the asset's page in the UI is its live 
 Terminating the run stops the query at a batch boundary.
 """
 
-
 from dagster import (
     AssetExecutionContext,
-    AssetKey,
     AssetObservation,
     AssetsDefinition,
     Config,
@@ -17,6 +15,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from orchestration.names import STREAM_TAG, STREAMS_GROUP, stream_asset_key
 from orchestration.resources import EspSettingsResource, EspSparkResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 
@@ -34,18 +33,14 @@ class StreamRunConfig(Config):
     input_topic: str | None = Field(None, description="Input topic; default the stream's own.")
 
 
-def stream_asset_key(entry: StreamEntry) -> AssetKey:
-    return AssetKey(f"{entry.name}_stream")
-
-
 def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
-    key = stream_asset_key(entry)
+    key = stream_asset_key(entry.name)
 
     @asset(
         key=key,
-        group_name="streams",
+        group_name=STREAMS_GROUP,
         description=f"The long-running `{entry.name}` stream ({entry.job}); a run of it owns the query.",
-        op_tags={"esp/stream": entry.name},
+        op_tags={STREAM_TAG: entry.name},
     )
     def stream_asset(
         context: AssetExecutionContext,

@@ -2,6 +2,7 @@
 
 from dagster import Definitions, define_asset_job
 
+from orchestration.names import STREAM_TAG, stream_job_name
 from orchestration.streams.assets import make_stream_asset
 from orchestration.streams.catalog import STREAMS
 from orchestration.streams.load_job import load_generator_job
@@ -13,7 +14,7 @@ def _stream_definitions() -> Definitions:
     for entry in STREAMS:
         stream_asset = make_stream_asset(entry)
         stream_job = define_asset_job(
-            f"{entry.name}_stream_job", selection=[stream_asset], tags={"esp/stream": entry.name}
+            stream_job_name(entry.name), selection=[stream_asset], tags={STREAM_TAG: entry.name}
         )
         assets.append(stream_asset)
         jobs.append(stream_job)

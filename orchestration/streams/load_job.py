@@ -5,6 +5,7 @@ from typing import Literal
 from dagster import Config, OpExecutionContext, job, op
 from pydantic import Field
 
+from orchestration.names import KIND_TAG, LOAD_GENERATOR_JOB
 from orchestration.resources import KafkaResource
 
 
@@ -37,6 +38,6 @@ def generate_load(context: OpExecutionContext, config: LoadRunConfig, kafka: Kaf
     return summary
 
 
-@job(description="Run the load generator once.", tags={"esp/kind": "load"})
+@job(name=LOAD_GENERATOR_JOB, description="Run the load generator once.", tags={KIND_TAG: "load"})
 def load_generator_job():
     generate_load()

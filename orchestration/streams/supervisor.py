@@ -17,9 +17,10 @@ from dagster import (
     sensor,
 )
 
+from orchestration.names import RESTART_REASON_TAG, STREAM_TAG, supervisor_sensor_name
+from orchestration.runs import ACTIVE_RUN_STATUSES
 from orchestration.streams.catalog import StreamEntry
 
-ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 BASE_BACKOFF_S = 15.0
 MAX_BACKOFF_S = 600.0
 
@@ -30,14 +31,14 @@ def backoff_s(failures: int) -> float:
 
 def make_supervisor(entry: StreamEntry, job_name: str) -> SensorDefinition:
     @sensor(
-        name=f"{entry.name}_supervisor",
+        name=supervisor_sensor_name(entry.name),
         job_name=job_name,
         minimum_interval_seconds=15,
         description=f"Starts the {entry.name} stream if it is not running; restarts it after a failure with backoff.",
     )
     def supervisor(context: SensorEvaluationContext):
         runs = context.instance.get_runs(filters=RunsFilter(job_name=job_name), limit=5)
-        active = [r for r in runs if r.status in ACTIVE]
+        active = [r for r in runs if r.status in ACTIVE_RUN_STATUSES]
         if active:
             return SkipReason(f"{entry.name} is running (run {active[0].run_id[:8]}, {active[0].status.value})")
         state = json.loads(context.cursor) if context.cursor else {"failures": 0, "seen": None}
@@ -50,9 +51,10 @@ def make_supervisor(entry: StreamEntry, job_name: str) -> SensorDefinition:
         context.update_cursor(json.dumps(state))
         if wait > 0:
             return SkipReason(
-                f"last {entry.name} run {last.run_id[:8]} failed ({state['failures']} in a row); restarting in {wait:.0f}s"
+                f"last {entry.name} run {last.run_id[:8]} failed ({state['failures']} in a row); "
+                f"restarting in {wait:.0f}s"
             )
         reason = "first start" if last is None else f"previous run {last.run_id[:8]} ended {last.status.value}"
-        return RunRequest(tags={"esp/stream": entry.name, "esp/restart-reason": reason})
+        return RunRequest(tags={STREAM_TAG: entry.name, RESTART_REASON_TAG: reason})
 
     return supervisor

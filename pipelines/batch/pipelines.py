@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.batch import tables
+from pipelines.streams.names import daily_table_path, late_table_path
 from pipelines.streams.spec import StreamSpec
 
 SPAN = "span"
@@ -65,7 +66,7 @@ class BatchPipeline:
 
 def daily_table(spec: StreamSpec) -> str:
     """Where a stream's daily batch recomputation lives."""
-    return str(spec.folder / "tables" / "daily")
+    return str(daily_table_path(spec.folder))
 
 
 # -- wordcount -------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ def _adclicks_stream_side(spark: SparkSession, spec: StreamSpec, spans: SpanMap)
     keys = ["campaign_id", "window_start"]
     latest = latest_rows(spark, spec.results_table, keys).select(*keys, F.col(COUNT).cast("long").alias(COUNT))
     late_folder = spec.late_table
-    if any(p.name.startswith("batch_id=") for p in (spec.folder / "tables" / "late").glob("*")):
+    if any(p.name.startswith("batch_id=") for p in late_table_path(spec.folder).glob("*")):
         late = spark.read.parquet(late_folder).select(
             "campaign_id",
             F.timestamp_millis("window_start_ms").alias("window_start"),

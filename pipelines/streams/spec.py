@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.streams import names
+
 
 class StreamSpec(BaseModel):
     """One elastic stream job; every option has a default and says what it is."""
@@ -60,42 +62,42 @@ class StreamSpec(BaseModel):
 
     @property
     def checkpoint(self) -> str:
-        return str(self.folder / "checkpoint")
+        return str(names.checkpoint_path(self.folder))
 
     @property
     def elastic_root(self) -> str:
         """Layout registry, channel state histories, migration areas."""
-        return str(self.folder / "elastic")
+        return str(names.elastic_path(self.folder))
 
     @property
     def local_state(self) -> str:
-        return str(self.folder / "local")
+        return str(names.local_state_path(self.folder))
 
     @property
     def results_table(self) -> str:
-        return str(self.folder / "tables" / "results")
+        return str(names.results_table_path(self.folder))
 
     @property
     def late_table(self) -> str:
         """adclicks: window counts that arrived after their window closed, per batch."""
-        return str(self.folder / "tables" / "late")
+        return str(names.late_table_path(self.folder))
 
     @property
     def bronze_table(self) -> str:
-        return str(self.folder / "tables" / "bronze")
+        return str(names.bronze_table_path(self.folder))
 
     @property
     def control_dir(self) -> str:
-        return str(self.folder / "control")
+        return str(names.control_path(self.folder))
 
     @property
     def results_topic(self) -> str:
-        return f"{self.name}.results"
+        return names.results_topic(self.name)
 
     @property
     def dead_letter_topic(self) -> str:
-        return f"{self.name}.dlq"
+        return names.dead_letter_topic(self.name)
 
     @property
     def metrics_topic(self) -> str:
-        return f"{self.name}.metrics"
+        return names.metrics_topic(self.name)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from orchestration.names import CODE_LOCATION
 from tests.conftest import free_port
 
 
@@ -89,7 +90,7 @@ TERMINATE = """mutation($id: String!) { terminateRun(runId: $id) { __typename } 
 
 def launch(port: int, job: str, run_config: dict) -> str:
     params = {
-        "selector": {"repositoryLocationName": "esp", "repositoryName": "__repository__", "jobName": job},
+        "selector": {"repositoryLocationName": CODE_LOCATION, "repositoryName": "__repository__", "jobName": job},
         "runConfigData": run_config,
     }
     result = graphql(port, LAUNCH, {"params": params})["launchRun"]

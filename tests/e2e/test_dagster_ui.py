@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from orchestration.names import TOPIC_INVENTORY_ASSET_KEY, stream_asset_key
 from tests.e2e.dagster_ui import graphql, running_ui
 
 pytestmark = pytest.mark.e2e
@@ -20,6 +21,6 @@ def test_esp_ui_serves_the_code_location(tmp_path):
         while time.monotonic() < deadline and not keys:
             keys = [n["assetKey"]["path"] for n in graphql(port, ASSETS_QUERY).get("assetNodes") or []]
             time.sleep(1)
-        assert ["kafka_topic_inventory"] in keys
-        assert ["wordcount_stream"] in keys and ["adclicks_stream"] in keys
+        assert list(TOPIC_INVENTORY_ASSET_KEY.path) in keys
+        assert all(list(stream_asset_key(stream).path) in keys for stream in ("wordcount", "adclicks"))
         assert (tmp_path / "run" / "dagster" / "dagster.yaml").is_file()

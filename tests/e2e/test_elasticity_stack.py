@@ -24,6 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.names import (
+    RESCALE_ACTION_TAG,
+    RESCALE_RULE_TAG,
+    RESCALE_TAG,
+    elasticity_sensor_name,
+    resize_job_name,
+)
+from pipelines.streams.names import checkpoint_path, elastic_path, results_table_path
 from tests.conftest import REPO_ROOT, free_port
 from tests.integration.streams import committed_batches, kill_group, start_stream, wait_for_checkpoint
 
@@ -43,7 +51,9 @@ from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry
 
 ENTRY = StreamEntry(name={name!r}, job="wordcount", input_topic={topic!r}, load_kind="words")
-POLICY = ElasticityPolicy(slo_s={slo}, sample_period_s=5.0, probe_timeout_s={timeout}, max_channels=6, rescale_timeout_s=180.0)
+POLICY = ElasticityPolicy(
+    slo_s={slo}, sample_period_s=5.0, probe_timeout_s={timeout}, max_channels=6, rescale_timeout_s=180.0
+)
 defs = Definitions.merge(
     elasticity_definitions([ENTRY], interval_s=5, policy=POLICY, default_status=DefaultSensorStatus.RUNNING),
     Definitions(resources={{"esp_settings": EspSettingsResource(config_file={config!r})}}),
@@ -109,7 +119,7 @@ def sensor_ticks(port: int, name: str) -> list[dict]:
 
 def wait_for_run(port: int, name: str, action: str, processes: list[subprocess.Popen], timeout_s: float) -> dict:
     """Stream `name`'s first successful rescale run with this action; fails fast on a failed run or a dead process."""
-    job = f"{name}_resize_job"
+    job = resize_job_name(name)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for process in processes:
@@ -117,12 +127,12 @@ def wait_for_run(port: int, name: str, action: str, processes: list[subprocess.P
         runs = rescale_runs(port, job)
         failed = [r for r in runs if r["status"] == "FAILURE"]
         assert not failed, f"rescale run failed: {failed}"
-        done = [r for r in runs if r["status"] == "SUCCESS" and r["tags"].get("esp/rescale-action") == action]
+        done = [r for r in runs if r["status"] == "SUCCESS" and r["tags"].get(RESCALE_ACTION_TAG) == action]
         if done:
             return done[0]
         time.sleep(3)
     recent = [
-        t["skipReason"] for t in sensor_ticks(port, f"{name}_elasticity")[:8]
+        t["skipReason"] for t in sensor_ticks(port, elasticity_sensor_name(name))[:8]
     ]  # newest first: why the sensor held
     raise AssertionError(
         f"no successful {action} run within {timeout_s:.0f} s; runs: {rescale_runs(port, job)}; last ticks: {recent}"
@@ -223,24 +233,24 @@ def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_result
     load.start()
     try:
         wait_for_ui(port, dagster)
-        wait_for_batches(str(root / "checkpoint"), 2, stream)  # the step comes after the cold start
+        wait_for_batches(str(checkpoint_path(root)), 2, stream)  # the step comes after the cold start
         load.rate = HIGH_RPS
         scaled_out = wait_for_run(port, name, "scale_out", [stream, dagster], timeout_s=240)
-        assert scaled_out["tags"]["esp/rescale"] == name
-        assert scaled_out["tags"]["esp/rescale-rule"].startswith("P1")
+        assert scaled_out["tags"][RESCALE_TAG] == name
+        assert scaled_out["tags"][RESCALE_RULE_TAG].startswith("P1")
 
         load.rate = LOW_RPS
         scaled_in = wait_for_run(port, name, "scale_in", [stream, dagster], timeout_s=300)
-        assert scaled_in["tags"]["esp/rescale-rule"].startswith(("P2", "P5"))
+        assert scaled_in["tags"][RESCALE_RULE_TAG].startswith(("P2", "P5"))
 
-        ticks = sensor_ticks(port, f"{name}_elasticity")
+        ticks = sensor_ticks(port, elasticity_sensor_name(name))
         requested = {run_id for t in ticks for run_id in t["runIds"]}
         assert {scaled_out["runId"], scaled_in["runId"]} <= requested
         reasons = [t["skipReason"] or "" for t in ticks if t["status"] == "SKIPPED"]
         assert any("p99" in r and "SLO 15,000 ms" in r for r in reasons), reasons[:10]
 
         load.stop()
-        wait_for_checkpoint(str(root / "checkpoint"), topic, bootstrap, timeout_s=240, process=stream)
+        wait_for_checkpoint(str(checkpoint_path(root)), topic, bootstrap, timeout_s=240, process=stream)
     finally:
         load.stop()
         kill_group(stream, signal.SIGTERM)
@@ -250,10 +260,10 @@ def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_result
         except subprocess.TimeoutExpired:
             os.killpg(dagster.pid, signal.SIGKILL)
 
-    registry = LayoutRegistry(Location.of(str(root / "elastic")))
+    registry = LayoutRegistry(Location.of(str(elastic_path(root))))
     history = [registry.load(e).n_channels for e in range(registry.committed().epoch + 1)]
     assert history[0] == 1 and max(history) > 1 and history[-1] < max(history), history
     expected = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
-    counts = latest_word_counts(spark, str(root / "tables" / "results"))
+    counts = latest_word_counts(spark, str(results_table_path(root)))
     assert sum(expected.values()) == load.sent
     assert counts == expected

@@ -13,6 +13,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from orchestration.names import (
+    CODE_LOCATION,
+    DEAD_LETTER_VOLUME_CHECK,
+    NIGHTLY_BACKFILL_SCHEDULE,
+    RECONCILIATION_CHECK,
+    RESULTS_SUITE_CHECK,
+    STATE_AFTER_RESCALE_CHECK,
+    VALIDATION_JOB,
+    VALIDATION_SCHEDULE,
+    daily_counts_asset_key,
+    dead_letters_asset_key,
+    layout_asset_key,
+    results_asset_key,
+)
+from pipelines.streams.names import bronze_table_path, daily_table_path, elastic_path, local_state_path
 from tests.e2e.dagster_ui import graphql, running_ui, wait_for_status
 
 pytestmark = pytest.mark.e2e
@@ -46,9 +61,9 @@ def make_rescaled_state(root: Path) -> None:
     from elasticity.migration.registry import LayoutRegistry
     from elasticity.state import Int64Codec, Location, RocksBackend
 
-    elastic = str(root / "elastic")
+    elastic = str(elastic_path(root))
     layout = LayoutRegistry(Location.of(elastic)).initialize(Layout.uniform(2))
-    backend = RocksBackend(Int64Codec(), durable=elastic, local_dir=str(root / "local"))
+    backend = RocksBackend(Int64Codec(), durable=elastic, local_dir=str(local_state_path(root)))
     for channel in layout.channels:
         with backend.open(channel).begin(0) as tx:
             for word, count in WORDS.items():
@@ -61,7 +76,7 @@ def make_rescaled_state(root: Path) -> None:
 def write_bronze(root: Path) -> None:
     """Word-count bronze rows in the stream's layout (date=/batch_id= folders)."""
     for batch, (day, lines) in enumerate(LINES.items()):
-        folder = root / "tables" / "bronze" / f"date={day.isoformat()}" / f"batch_id={batch}"
+        folder = bronze_table_path(root) / f"date={day.isoformat()}" / f"batch_id={batch}"
         folder.mkdir(parents=True)
         noon = dt.datetime.combine(day, dt.time(12), tzinfo=dt.UTC)
         pq.write_table(
@@ -98,34 +113,33 @@ def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
             for node in graphql(port, REPOSITORIES)["repositoriesOrError"]["nodes"]
             for s in node["schedules"]
         }
-        assert schedules["nightly_backfill_schedule"]["cronSchedule"] == "15 1 * * *"
-        assert schedules["validation_schedule"]["scheduleState"]["status"] == "RUNNING"
+        assert schedules[NIGHTLY_BACKFILL_SCHEDULE]["cronSchedule"] == "15 1 * * *"
+        assert schedules[VALIDATION_SCHEDULE]["scheduleState"]["status"] == "RUNNING"
         checks = {
             (tuple(n["assetKey"]["path"]), c["name"])
             for n in graphql(port, CHECKS)["assetNodes"]
             for c in (n["assetChecksOrError"].get("checks") or [])
         }
         assert {
-            (("wordcount_results",), "results_suite"),
-            (("wordcount_results",), "reconciliation"),
-            (("wordcount_dead_letters",), "dead_letter_volume"),
-            (("wordcount_layout",), "state_after_rescale"),
+            (tuple(results_asset_key("wordcount").path), RESULTS_SUITE_CHECK),
+            (tuple(results_asset_key("wordcount").path), RECONCILIATION_CHECK),
+            (tuple(dead_letters_asset_key("wordcount").path), DEAD_LETTER_VOLUME_CHECK),
+            (tuple(layout_asset_key("wordcount").path), STATE_AFTER_RESCALE_CHECK),
         } <= checks
 
         # The post-rescale state check, launched alone as the UI's "Execute check" does.
+        layout_path = list(layout_asset_key("wordcount").path)
         selector = {
-            "repositoryLocationName": "esp",
+            "repositoryLocationName": CODE_LOCATION,
             "repositoryName": "__repository__",
-            "jobName": "validation_job",
+            "jobName": VALIDATION_JOB,
             "assetSelection": [],
-            "assetCheckSelection": [{"assetKey": {"path": ["wordcount_layout"]}, "name": "state_after_rescale"}],
+            "assetCheckSelection": [{"assetKey": {"path": layout_path}, "name": STATE_AFTER_RESCALE_CHECK}],
         }
         launched = graphql(port, LAUNCH, {"params": {"selector": selector, "runConfigData": {}}})["launchRun"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         assert wait_for_status(port, launched["run"]["runId"], {"SUCCESS", "FAILURE"}, timeout_s=300) == "SUCCESS"
-        execution = graphql(
-            port, CHECK_EXECUTIONS, {"key": {"path": ["wordcount_layout"]}, "name": "state_after_rescale"}
-        )
+        execution = graphql(port, CHECK_EXECUTIONS, {"key": {"path": layout_path}, "name": STATE_AFTER_RESCALE_CHECK})
         evaluation = execution["assetCheckExecutions"][0]["evaluation"]
         metadata = {e["label"]: e.get("intValue", e.get("floatValue")) for e in evaluation["metadataEntries"]}
         assert evaluation["success"] is True
@@ -135,7 +149,7 @@ def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
         # A partition backfill over two days, as launched from the asset's page.
         params = {
             "partitionNames": [d.isoformat() for d in DAYS],
-            "assetSelection": [{"path": ["wordcount_daily_counts"]}],
+            "assetSelection": [{"path": list(daily_counts_asset_key("wordcount").path)}],
             "fromFailure": False,
         }
         backfill = graphql(port, BACKFILL, {"params": params})["launchPartitionBackfill"]
@@ -149,9 +163,9 @@ def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
         )
         assert status is not None, "the backfill did not fill both days in time"
     for day, lines in LINES.items():
-        table = pq.read_table(root / "tables" / "daily" / f"date={day.isoformat()}").to_pylist()
+        table = pq.read_table(daily_table_path(root) / f"date={day.isoformat()}").to_pylist()
         assert {r["word"]: r["count"] for r in table} == dict(Counter(w for line in lines for w in line.split()))
 
 
 def _done(root: Path) -> bool:
-    return all((root / "tables" / "daily" / f"date={d.isoformat()}").is_dir() for d in DAYS)
+    return all((daily_table_path(root) / f"date={d.isoformat()}").is_dir() for d in DAYS)

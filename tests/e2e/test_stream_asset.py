@@ -5,23 +5,25 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
+from orchestration.names import op_name, stream_asset_key, stream_job_name
+from pipelines.streams.names import checkpoint_path
 from tests.e2e.dagster_ui import TERMINATE, graphql, launch, running_ui, wait_for_status
 from tests.integration.streams import produce
 
 pytestmark = pytest.mark.e2e
 
 OBSERVATIONS = """
-query { assetOrError(assetKey: {path: ["wordcount_stream"]}) { ... on Asset {
+query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
   assetObservations(limit: 50) { runId metadataEntries { label
     ... on FloatMetadataEntry { floatValue } ... on IntMetadataEntry { intValue } } } } } }"""
 
 
 def _observed_throughputs(port: int, run_id: str) -> list[float]:
-    observations = graphql(port, OBSERVATIONS)["assetOrError"]["assetObservations"]
+    key = {"path": list(stream_asset_key("wordcount").path)}
+    observations = graphql(port, OBSERVATIONS, {"key": key})["assetOrError"]["assetObservations"]
     values = []
     for observation in observations:
         if observation["runId"] != run_id:
@@ -55,12 +57,12 @@ def test_stream_asset_observes_and_stops_cleanly(tmp_path, bootstrap, topic_fact
         with running_ui(tmp_path, settings) as port:
             run_config = {
                 "ops": {
-                    "wordcount_stream": {
+                    op_name(stream_asset_key("wordcount")): {
                         "config": {"channels": 2, "trigger_seconds": 0.5, "observe_every_s": 2.0, "input_topic": topic}
                     }
                 }
             }
-            run_id = launch(port, "wordcount_stream_job", run_config)
+            run_id = launch(port, stream_job_name("wordcount"), run_config)
             wait_for_status(port, run_id, {"STARTED"})
             deadline = time.monotonic() + 240
             while sum(1 for t in _observed_throughputs(port, run_id) if t > 0) < 2:
@@ -73,7 +75,7 @@ def test_stream_asset_observes_and_stops_cleanly(tmp_path, bootstrap, topic_fact
         stop_load.set()
         loader.join(timeout=10)
 
-    checkpoint = Path(tmp_path / "run" / "streams" / "wordcount" / "checkpoint")
+    checkpoint = checkpoint_path(tmp_path / "run" / "streams" / "wordcount")
     commits = {int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")}
     offsets = {int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")}
     # Stopped between batches: every planned batch but at most the one refused at its start is committed.

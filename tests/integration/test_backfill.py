@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.names import daily_counts_asset_key
+from pipelines.streams.names import bronze_table_path, daily_table_path
+
 pytestmark = pytest.mark.integration
 
 TODAY = dt.datetime.now(dt.UTC).date()
@@ -81,21 +84,21 @@ def invoke_backfill(*args: str):
 
 
 def test_backfill_three_days_equals_an_independent_count_and_is_idempotent(spark, settings_file, tmp_path):
-    from dagster import AssetKey, DagsterInstance
+    from dagster import DagsterInstance
 
     root = tmp_path / "run" / "streams" / "wordcount"
-    write_bronze(spark, root / "tables" / "bronze")
+    write_bronze(spark, bronze_table_path(root))
     first, last = DAYS[0].isoformat(), DAYS[-1].isoformat()
 
     result = invoke_backfill("--pipeline", "wordcount", "--from", first, "--to", last, "--config", str(settings_file))
 
     assert result.exit_code == 0, result.output
-    table = root / "tables" / "daily"
+    table = daily_table_path(root)
     for day in DAYS:
         assert daily_counts(spark, table, day) == expected_counts(day)
     assert sorted(p.name for p in table.iterdir()) == [f"date={d.isoformat()}" for d in DAYS]  # no staging left
     instance = DagsterInstance.from_config(str(tmp_path / "run" / "dagster"))
-    materialized = instance.get_materialized_partitions(AssetKey("wordcount_daily_counts"))
+    materialized = instance.get_materialized_partitions(daily_counts_asset_key("wordcount"))
     assert materialized == {d.isoformat() for d in DAYS}
     assert "3/3" in result.output
 
@@ -112,7 +115,7 @@ def test_backfill_three_days_equals_an_independent_count_and_is_idempotent(spark
 
 
 def test_a_range_without_data_is_refused_with_a_clear_message(spark, settings_file, tmp_path):
-    write_bronze(spark, tmp_path / "run" / "streams" / "wordcount" / "tables" / "bronze")
+    write_bronze(spark, bronze_table_path(tmp_path / "run" / "streams" / "wordcount"))
     quiet = (TODAY - dt.timedelta(days=30)).isoformat()
 
     result = invoke_backfill("--pipeline", "wordcount", "--from", quiet, "--to", quiet, "--config", str(settings_file))

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from pipelines.streams.names import checkpoint_path, results_table_path
+
 pytestmark = pytest.mark.integration
 
 
@@ -48,7 +50,7 @@ def test_both_systems_rescale_and_equal_the_oracle(tiny_run):
     assert 0 < esp["keys_moved"] < 1500 and esp["bytes_moved"] > 0
     assert size["ideal_fraction"] == pytest.approx(0.25)
     assert set(esp["phase_ms"]) >= {"donate", "vertical_barrier", "collect", "commit"}
-    assert state_partitions(str(workdir / native["topic"] / "checkpoint")) == 4
+    assert state_partitions(str(checkpoint_path(workdir / native["topic"]))) == 4
     assert native["state_rows_rewritten"] in (None, 1500)
 
 
@@ -57,7 +59,7 @@ def test_the_correctness_check_fails_on_a_wrong_count(tiny_run, spark, bootstrap
 
     results, _, workdir = tiny_run
     topic = results["details"][0]["esp"]["topic"]
-    table = workdir / topic / "tables" / "results"
+    table = results_table_path(workdir / topic)
     assert check_results(spark, str(table), bootstrap, topic).ok
     # A later batch that reports one word's count off by one, and one word never seen.
     spark.createDataFrame(

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.streams.names import bronze_table_path
+
 pytestmark = pytest.mark.integration
 
 
@@ -48,4 +50,4 @@ def test_throughput_harness_runs_every_system_and_checks_them(spark, bootstrap, 
 
 
 def _bronze(root: Path) -> list[Path]:
-    return list((root / "tables" / "bronze").rglob("*.parquet"))
+    return list(bronze_table_path(root).rglob("*.parquet"))

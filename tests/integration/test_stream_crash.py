@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from pipelines.streams.names import checkpoint_path, late_table_path, metrics_topic, results_table_path
 from tests.integration.streams import (
     committed_batches,
     config_for,
@@ -51,7 +52,7 @@ def _wordcount_check(spark, bootstrap, topic, root) -> dict:
     from pipelines.jobs.wordcount import batch_oracle
     from tests.results import latest_word_counts
 
-    counts = latest_word_counts(spark, str(root / "tables" / "results"))
+    counts = latest_word_counts(spark, str(results_table_path(root)))
     assert not any(word.startswith("__probe") for word in counts)
     return {"streamed": counts, "oracle": batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))}
 
@@ -61,10 +62,10 @@ def _adclicks_check(spark, bootstrap, topic, root) -> dict:
     from pipelines.jobs.adclicks import batch_oracle
     from pipelines.streams.results import latest_rows
 
-    rows = latest_rows(spark, str(root / "tables" / "results"), ["campaign_id", "window_start"]).collect()
+    rows = latest_rows(spark, str(results_table_path(root)), ["campaign_id", "window_start"]).collect()
     counted = Counter({(r.campaign_id, int(r.window_start.timestamp() * 1000)): r["count"] for r in rows})
-    if (root / "tables" / "late").exists():
-        for r in spark.read.parquet(str(root / "tables" / "late")).collect():
+    if late_table_path(root).exists():
+        for r in spark.read.parquet(str(late_table_path(root))).collect():
             counted[(r.campaign_id, r.window_start_ms)] += r.n
     return {"streamed": dict(counted), "oracle": batch_oracle(kafka_io.read_batch(spark, bootstrap, topic), WINDOW_S)}
 
@@ -92,7 +93,7 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, boots
     produce(bootstrap, topic, make_records(initial))
     config = config_for(tmp_path, bootstrap)
     root = tmp_path / "stream"
-    checkpoint = str(root / "checkpoint")
+    checkpoint = str(checkpoint_path(root))
     name = f"crash-{job}"
     args = [
         "--name",
@@ -130,6 +131,6 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, boots
 
     outcome = check(spark, bootstrap, topic, root)
     assert outcome["streamed"] == outcome["oracle"], log.read_text()[-3000:]
-    metrics = read_recent(bootstrap, f"{name}.metrics", limit=30)
+    metrics = read_recent(bootstrap, metrics_topic(name), limit=30)
     probed = {c.channel for m in metrics for c in m.per_channel if c.probe_latency_ms}
     assert probed == {0, 1, 2}

@@ -15,6 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.names import (
+    DEAD_LETTER_VOLUME_CHECK,
+    RECONCILIATION_CHECK,
+    RESULTS_SUITE_CHECK,
+    STATE_AFTER_RESCALE_CHECK,
+    VALIDATION_JOB,
+    check_op_name,
+    dead_letters_asset_key,
+    layout_asset_key,
+    results_asset_key,
+)
+
 pytestmark = pytest.mark.integration
 
 TODAY = dt.datetime.now(dt.UTC).date()
@@ -130,15 +142,15 @@ def run_validation(stack, **dlq_config):
             }
         ),
     )
-    job = defs.resolve_job_def("validation_job")
-    dlq_op = "wordcount_dead_letters_dead_letter_volume"
+    job = defs.resolve_job_def(VALIDATION_JOB)
+    dlq_op = check_op_name(dead_letters_asset_key("wordcount"), DEAD_LETTER_VOLUME_CHECK)
     config = DeadLetterCheckConfig(topic=stack["spec"].dead_letter_topic, **dlq_config).model_dump(exclude_none=True)
     result = job.execute_in_process(
         instance=DagsterInstance.ephemeral(), run_config={"ops": {dlq_op: {"config": config}}}
     )
     assert result.success
     return {
-        (e.asset_key.path[-1], e.check_name): e
+        (e.asset_key, e.check_name): e
         for e in (ev.event_specific_data for ev in result.all_events if ev.event_type_value == "ASSET_CHECK_EVALUATION")
     }
 
@@ -166,34 +178,34 @@ def corrupt_newest_row(results: Path, word: str, count: int) -> None:
 def test_validation_passes_on_good_data_and_fails_on_a_corrupted_row(stack):
     checks = run_validation(stack, max_dead_letters=10)
 
-    suite = checks[("wordcount_results", "results_suite")]
+    suite = checks[(results_asset_key("wordcount"), RESULTS_SUITE_CHECK)]
     assert suite.passed, suite.description
     assert suite.metadata["gx_success_percent"].value == 100.0
     assert suite.metadata["gx_evaluated_expectations"].value == 5
-    reconciliation = checks[("wordcount_results", "reconciliation")]
+    reconciliation = checks[(results_asset_key("wordcount"), RECONCILIATION_CHECK)]
     assert reconciliation.passed, reconciliation.metadata["offending_keys"].value
     assert reconciliation.metadata["days_reconciled"].value == 3
     spans = reconciliation.metadata["spans"].value
     assert sum(s["batch_total"] for s in spans) == sum(sum(c.values()) for c in stack["expected"].values())
-    state = checks[("wordcount_layout", "state_after_rescale")]
+    state = checks[(layout_asset_key("wordcount"), STATE_AFTER_RESCALE_CHECK)]
     assert state.passed, state.description
     assert state.metadata["sum_of_counts"].value == sum(sum(c.values()) for c in stack["expected"].values())
-    dead = checks[("wordcount_dead_letters", "dead_letter_volume")]
+    dead = checks[(dead_letters_asset_key("wordcount"), DEAD_LETTER_VOLUME_CHECK)]
     assert dead.passed and dead.metadata["volume"].value == len(BAD_RECORDS)
-    assert checks[("adclicks_results", "results_suite")].passed  # nothing written yet: passes, says so
+    assert checks[(results_asset_key("adclicks"), RESULTS_SUITE_CHECK)].passed  # nothing written yet: passes, says so
 
     corrupt_newest_row(Path(stack["spec"].results_table), "w5", -3)
 
     checks = run_validation(stack, max_dead_letters=1)
 
-    suite = checks[("wordcount_results", "results_suite")]
+    suite = checks[(results_asset_key("wordcount"), RESULTS_SUITE_CHECK)]
     assert not suite.passed
     assert suite.metadata["gx_unsuccessful_expectations"].value == 1
     assert [k["word"] for k in suite.metadata["offending_keys"].value] == ["w5"]
     assert suite.metadata["gx_unexpected_counts"].value["expect_column_values_to_be_between(count)"] == 1
-    reconciliation = checks[("wordcount_results", "reconciliation")]
+    reconciliation = checks[(results_asset_key("wordcount"), RECONCILIATION_CHECK)]
     assert not reconciliation.passed
     assert {d["word"] for d in reconciliation.metadata["offending_keys"].value} == {"w5"}
-    dead = checks[("wordcount_dead_letters", "dead_letter_volume")]
+    dead = checks[(dead_letters_asset_key("wordcount"), DEAD_LETTER_VOLUME_CHECK)]
     assert not dead.passed and dead.severity.value == "WARN"
     assert sum(dead.metadata["reasons"].value.values()) == len(BAD_RECORDS)

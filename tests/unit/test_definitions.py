@@ -14,6 +14,7 @@ def test_definitions_load():
 
 
 def test_instance_config_limits_rescales_and_lives_under_the_run_folder(tmp_path):
+    from orchestration.names import RESCALE_TAG
     from orchestration.stack.dagster_home import prepare_dagster_home
     from pipelines.settings import EspSettings
     from tests.conftest import REPO_ROOT
@@ -23,5 +24,5 @@ def test_instance_config_limits_rescales_and_lives_under_the_run_folder(tmp_path
     config = yaml.safe_load((home / "dagster.yaml").read_text())
     assert config["storage"]["sqlite"]["base_dir"].startswith(str(tmp_path))
     limits = config["run_coordinator"]["config"]["tag_concurrency_limits"]
-    assert {"key": "esp/rescale", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
+    assert {"key": RESCALE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
     assert config["run_monitoring"]["enabled"] is True

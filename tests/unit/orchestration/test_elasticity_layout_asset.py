@@ -12,11 +12,13 @@ from elasticity.layout import Layout
 from elasticity.migration import LayoutRegistry
 from elasticity.state import Int64Codec, Location, RocksBackend
 from orchestration.elasticity.assets import make_layout_asset
+from orchestration.names import layout_asset_key, op_name
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 from tests.unit.elasticity.migration_helpers import assert_owned_exactly_once, populate
 
 ENTRY = StreamEntry(name="fake", job="wordcount", input_topic="fake-in", load_kind="words")
+LAYOUT_OP = op_name(layout_asset_key(ENTRY.name))
 
 
 @pytest.fixture
@@ -45,7 +47,7 @@ def _run(settings, config: dict, instance):
         [make_layout_asset(ENTRY)],
         instance=instance,
         resources={"esp_settings": settings},
-        run_config={"ops": {"fake_layout": {"config": {"alive_within_s": 0.001, **config}}}},
+        run_config={"ops": {LAYOUT_OP: {"config": {"alive_within_s": 0.001, **config}}}},
         raise_on_error=False,
     )
 
@@ -72,7 +74,7 @@ def test_a_stopped_stream_is_migrated_offline_with_every_key_owned_once(settings
     with DagsterInstance.ephemeral() as instance:
         result = _run(settings, {"target": {"op": "scale_to", "channels": 3}, "reason": "test", "rule": "P1"}, instance)
     assert result.success
-    [materialization] = result.asset_materializations_for_node("fake_layout")
+    [materialization] = result.asset_materializations_for_node(LAYOUT_OP)
     metadata = materialization.metadata
     assert metadata["mode"].value == "offline"
     assert (metadata["channels_before"].value, metadata["channels_after"].value) == (2, 3)
@@ -93,7 +95,7 @@ def test_offline_rescale_is_refused_when_the_stream_stopped_mid_batch(settings, 
     with DagsterInstance.ephemeral() as instance:
         result = _run(settings, {"target": {"op": "scale_to", "channels": 3}}, instance)
     assert not result.success
-    failure = result.failure_data_for_node("fake_layout")
+    failure = result.failure_data_for_node(LAYOUT_OP)
     assert "stopped in the middle of batch 2" in failure.user_failure_data.description
     assert LayoutRegistry(Location.of(spec.elastic_root)).committed().epoch == 0
 
@@ -102,4 +104,4 @@ def test_a_target_that_makes_no_sense_fails_with_the_reason(settings, stopped_st
     with DagsterInstance.ephemeral() as instance:
         result = _run(settings, {"target": {"op": "merge", "channel": 7}}, instance)
     assert not result.success
-    assert "needs a channel among [0, 1]" in result.failure_data_for_node("fake_layout").user_failure_data.description
+    assert "needs a channel among [0, 1]" in result.failure_data_for_node(LAYOUT_OP).user_failure_data.description

@@ -7,9 +7,17 @@ import json
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, build_sensor_context, validate_run_config
 
-from orchestration.elasticity.definitions import elasticity_definitions, resize_job_name
+from orchestration.elasticity.definitions import elasticity_definitions
 from orchestration.elasticity.policy import ElasticityPolicy, write_policy
 from orchestration.elasticity.sensor import make_elasticity_sensor
+from orchestration.names import (
+    RESCALE_REASON_TAG,
+    RESCALE_RULE_TAG,
+    RESCALE_TAG,
+    layout_asset_key,
+    op_name,
+    resize_job_name,
+)
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
@@ -17,6 +25,7 @@ from tests.fakes.elasticity_stream import FakeSource, FakeStream
 
 ENTRY = StreamEntry(name="fake", job="wordcount", input_topic="fake-in", load_kind="words")
 POLICY = ElasticityPolicy(slo_s=5.0, sample_period_s=10.0, probe_timeout_s=30.0, max_channels=8)
+LAYOUT_OP = op_name(layout_asset_key(ENTRY.name))
 
 
 @pytest.fixture
@@ -40,7 +49,7 @@ class Harness:
         self.settings = settings
         self.instance = instance
         self.sensor = make_elasticity_sensor(
-            ENTRY, resize_job_name(ENTRY), 10, POLICY, source=lambda spec, policy: FakeSource(stream)
+            ENTRY, resize_job_name(ENTRY.name), 10, POLICY, source=lambda spec, policy: FakeSource(stream)
         )
         self.cursor: str | None = None
 
@@ -77,13 +86,13 @@ def test_overload_requests_a_scale_out_run_with_valid_config_and_tags(settings, 
     skips, request = harness.ticks_until_request(lambda: stream.run(10, 400, 12.0, lag_records=next(lag)))
     assert request is not None, skips
     assert any("warming up" in s for s in skips)
-    assert request.tags["esp/rescale"] == "fake"
-    assert request.tags["esp/rescale-rule"].startswith("P1")
-    assert "congested" in request.tags["esp/rescale-reason"]
-    config = request.run_config["ops"]["fake_layout"]["config"]
+    assert request.tags[RESCALE_TAG] == ENTRY.name
+    assert request.tags[RESCALE_RULE_TAG].startswith("P1")
+    assert "congested" in request.tags[RESCALE_REASON_TAG]
+    config = request.run_config["ops"][LAYOUT_OP]["config"]
     assert config["target"]["op"] == "scale_to" and config["target"]["channels"] > 2
     defs = Definitions.merge(elasticity_definitions([ENTRY]), Definitions(resources={"esp_settings": settings}))
-    assert validate_run_config(defs.resolve_job_def(resize_job_name(ENTRY)), request.run_config)
+    assert validate_run_config(defs.resolve_job_def(resize_job_name(ENTRY.name)), request.run_config)
 
 
 def test_after_a_rescale_the_old_layouts_overload_does_not_trigger_a_second_one(settings, instance):
@@ -115,12 +124,12 @@ def test_a_fall_in_load_after_a_measured_congestion_scales_in(settings, instance
     lag = iter(range(1000, 100_000, 4000))
     _, request = harness.ticks_until_request(lambda: stream.run(10, 400, 12.0, lag_records=next(lag)))
     assert request is not None
-    grown = request.run_config["ops"]["fake_layout"]["config"]["target"]["channels"]
+    grown = request.run_config["ops"][LAYOUT_OP]["config"]["target"]["channels"]
     stream.relayout(range(grown))
     skips, request = harness.ticks_until_request(lambda: stream.run(10, 40, 0.3, lag_records=0), limit=10)
     assert request is not None, skips
-    assert request.tags["esp/rescale-rule"] == "P2"
-    assert request.run_config["ops"]["fake_layout"]["config"]["target"]["channels"] < grown
+    assert request.tags[RESCALE_RULE_TAG] == "P2"
+    assert request.run_config["ops"][LAYOUT_OP]["config"]["target"]["channels"] < grown
 
 
 def test_a_hot_channel_is_split_by_its_layout_id(settings, instance):
@@ -129,7 +138,7 @@ def test_a_hot_channel_is_split_by_its_layout_id(settings, instance):
     hot = {c: (12.0 if c == 9 else 0.5) for c in stream.channels}
     skips, request = harness.ticks_until_request(lambda: stream.run(10, 800, hot, lag_records=500))
     assert request is not None, skips
-    target = request.run_config["ops"]["fake_layout"]["config"]["target"]
+    target = request.run_config["ops"][LAYOUT_OP]["config"]["target"]
     assert (target["op"], target["channel"]) == ("split", 9)
 
 
@@ -137,7 +146,7 @@ def test_an_active_rescale_run_blocks_a_second_one(settings, instance):
     from dagster._core.test_utils import create_run_for_test
 
     run = create_run_for_test(
-        instance, job_name=resize_job_name(ENTRY), tags={"esp/rescale": "fake"}, status=DagsterRunStatus.STARTED
+        instance, job_name=resize_job_name(ENTRY.name), tags={RESCALE_TAG: ENTRY.name}, status=DagsterRunStatus.STARTED
     )
     stream = FakeStream(channels=(0, 1))
     harness = Harness(stream, settings, instance)

@@ -8,10 +8,11 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunRequest, SkipReason, build_sensor_context
 from dagster._core.storage.dagster_run import DagsterRun
 
+from orchestration.names import RESTART_REASON_TAG, stream_job_name
 from orchestration.streams.catalog import STREAMS
 from orchestration.streams.supervisor import BASE_BACKOFF_S, MAX_BACKOFF_S, backoff_s, make_supervisor
 
-JOB = "wordcount_stream_job"
+JOB = stream_job_name(STREAMS[0].name)
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def test_backoff_doubles_and_is_capped():
 def test_starts_the_stream_when_no_run_exists(instance):
     result, _ = _tick(instance)
     assert isinstance(result, RunRequest)
-    assert result.tags["esp/restart-reason"] == "first start"
+    assert result.tags[RESTART_REASON_TAG] == "first start"
 
 
 def test_skips_while_a_run_is_active(instance):
@@ -60,7 +61,7 @@ def test_backs_off_after_a_failure_then_restarts(instance):
     state["ended_at"] -= BASE_BACKOFF_S + 1  # the backoff has passed
     result, _ = _tick(instance, json.dumps(state))
     assert isinstance(result, RunRequest)
-    assert "ended FAILURE" in result.tags["esp/restart-reason"]
+    assert "ended FAILURE" in result.tags[RESTART_REASON_TAG]
 
 
 def test_consecutive_failures_lengthen_the_wait(instance):

@@ -9,6 +9,7 @@ import pytest
 
 from pipelines.batch.pipelines import _union_find_spans
 from pipelines.batch.tables import batch_days, bronze_days
+from pipelines.streams.names import bronze_table_path
 
 D = [dt.date(2026, 11, d) for d in range(1, 7)]
 
@@ -33,7 +34,7 @@ def test_a_chain_of_straddling_batches_joins_all_its_days():
 
 
 def make_bronze(root, layout: dict[str, list[int]]):
-    bronze = root / "tables" / "bronze"
+    bronze = bronze_table_path(root)
     for day, batches in layout.items():
         for b in batches:
             (bronze / f"date={day}" / f"batch_id={b}").mkdir(parents=True)
@@ -50,11 +51,13 @@ def test_bronze_days_and_batches_come_from_the_folders(tmp_path):
 
 @pytest.fixture
 def settings(tmp_path):
+    from orchestration.streams.catalog import stream_root
     from pipelines.settings import EspSettings
     from tests.conftest import REPO_ROOT
 
-    make_bronze(tmp_path / "run" / "streams" / "wordcount", {"2026-11-02": [0], "2026-11-03": [1]})
-    return EspSettings(project_root=REPO_ROOT, run_dir_name=str(tmp_path / "run"))
+    settings = EspSettings(project_root=REPO_ROOT, run_dir_name=str(tmp_path / "run"))
+    make_bronze(stream_root(settings, "wordcount"), {"2026-11-02": [0], "2026-11-03": [1]})
+    return settings
 
 
 def plan(settings, *args, **kwargs):

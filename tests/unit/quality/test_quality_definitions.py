@@ -5,16 +5,32 @@ from __future__ import annotations
 
 import datetime as dt
 
-from dagster import AssetCheckKey, AssetKey, build_schedule_context
+from dagster import AssetCheckKey, build_schedule_context
 
+from orchestration.names import (
+    DEAD_LETTER_VOLUME_CHECK,
+    NIGHTLY_BACKFILL_SCHEDULE,
+    RECONCILIATION_CHECK,
+    RESULTS_SUITE_CHECK,
+    STATE_AFTER_RESCALE_CHECK,
+    VALIDATION_JOB,
+    VALIDATION_SCHEDULE,
+    daily_counts_asset_key,
+    dead_letters_asset_key,
+    layout_asset_key,
+    resize_job_name,
+    results_asset_key,
+)
+
+STREAMS = ("wordcount", "adclicks")
 CHECKS = {
-    AssetCheckKey(AssetKey(f"{p}_{table}"), name)
-    for p in ("wordcount", "adclicks")
-    for table, name in (
-        ("results", "results_suite"),
-        ("results", "reconciliation"),
-        ("dead_letters", "dead_letter_volume"),
-        ("layout", "state_after_rescale"),
+    AssetCheckKey(key(p), name)
+    for p in STREAMS
+    for key, name in (
+        (results_asset_key, RESULTS_SUITE_CHECK),
+        (results_asset_key, RECONCILIATION_CHECK),
+        (dead_letters_asset_key, DEAD_LETTER_VOLUME_CHECK),
+        (layout_asset_key, STATE_AFTER_RESCALE_CHECK),
     )
 }
 
@@ -27,27 +43,27 @@ def code_location():
 
 def test_the_validation_job_runs_every_check_and_is_scheduled_after_the_nightly_backfill():
     defs = code_location()
-    job = defs.resolve_job_def("validation_job")
+    job = defs.resolve_job_def(VALIDATION_JOB)
 
     assert job.asset_layer.asset_graph.asset_check_keys >= CHECKS
-    schedule = defs.resolve_schedule_def("validation_schedule")
-    assert schedule.job_name == "validation_job" and schedule.cron_schedule == "0 2 * * *"
-    assert defs.resolve_schedule_def("nightly_backfill_schedule").cron_schedule == "15 1 * * *"
+    schedule = defs.resolve_schedule_def(VALIDATION_SCHEDULE)
+    assert schedule.job_name == VALIDATION_JOB and schedule.cron_schedule == "0 2 * * *"
+    assert defs.resolve_schedule_def(NIGHTLY_BACKFILL_SCHEDULE).cron_schedule == "15 1 * * *"
 
 
 def test_every_rescale_run_also_runs_the_state_check():
     defs = code_location()
-    for stream in ("wordcount", "adclicks"):
-        job = defs.resolve_job_def(f"{stream}_resize_job")
+    for stream in STREAMS:
+        job = defs.resolve_job_def(resize_job_name(stream))
         assert (
-            AssetCheckKey(AssetKey(f"{stream}_layout"), "state_after_rescale")
+            AssetCheckKey(layout_asset_key(stream), STATE_AFTER_RESCALE_CHECK)
             in job.asset_layer.asset_graph.asset_check_keys
         )
 
 
 def test_the_nightly_schedule_recomputes_yesterday_once():
     defs = code_location()
-    schedule = defs.resolve_schedule_def("nightly_backfill_schedule")
+    schedule = defs.resolve_schedule_def(NIGHTLY_BACKFILL_SCHEDULE)
     moment = dt.datetime(2026, 11, 3, 1, 15, tzinfo=dt.UTC)
     context = build_schedule_context(scheduled_execution_time=moment, repository_def=defs.get_repository_def())
 
@@ -61,7 +77,7 @@ def test_daily_assets_are_partitioned_per_utc_day_up_to_today():
     from orchestration.backfills.targets import DAILY_PARTITIONS
 
     graph = code_location().resolve_asset_graph()
-    for stream in ("wordcount", "adclicks"):
-        assert graph.get(AssetKey(f"{stream}_daily_counts")).partitions_def == DAILY_PARTITIONS
+    for stream in STREAMS:
+        assert graph.get(daily_counts_asset_key(stream)).partitions_def == DAILY_PARTITIONS
     keys = DAILY_PARTITIONS.get_partition_keys(current_time=dt.datetime(2026, 11, 22, 5, tzinfo=dt.UTC))
     assert keys[0] == "2025-01-01" and keys[-1] == "2026-11-22"
