@@ -12,11 +12,12 @@ PYTEST_ARGS ?=
 export GX_ANALYTICS_ENABLED := false
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install jars test test-unit test-integration demo demo-stop ui clean help
+.PHONY: install jars lint test test-unit test-integration demo demo-stop ui clean help
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
-	@echo "make test   install and run all tests (unit, integration on the real broker and Spark, Dagster)"
+	@echo "make test   install, lint (ruff, mypy) and run all tests (unit, integration on the real broker and Spark, Dagster)"
+	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
 
 $(VENV)/bin/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
@@ -37,7 +38,13 @@ $(JARS_STAMP): infra/jvm/pom.xml infra/jvm/kafka-broker/pom.xml infra/jvm/spark-
 
 jars: $(JARS_STAMP)
 
-test: install jars
+# House rules first: a lint or type finding fails the run before the long suites start.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint jars
 	bash tests/run_all.sh $(PYTEST_ARGS)
 
 test-unit: install

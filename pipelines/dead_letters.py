@@ -53,7 +53,7 @@ def rejected_count(observation: Observation, rejected: DataFrame) -> int:
 
     Spark 4.2 now and then completes an observation with an empty row, so the observed value is
     read from the JVM row (PySpark's `get` asserts on such a row) and checked."""
-    jvm_observation = observation._jo  # PySpark keeps the JVM Observation private
+    jvm_observation = observation._jo  # noqa: SLF001 (PySpark keeps the JVM Observation private)
     if jvm_observation is not None and jvm_observation.future().isCompleted():
         row = jvm_observation.getRow()
         if row.length() == 1 and not row.isNullAt(0):

@@ -49,7 +49,8 @@ def admin_client(bootstrap_servers: str, timeout_s: float = 10.0) -> Iterator[Ka
         )
     except (KafkaError, OSError) as err:
         raise KafkaUnavailableError(
-            f"no Kafka broker answers at {bootstrap_servers} ({err.__class__.__name__}); is it running? try `esp infra up`"
+            f"no Kafka broker answers at {bootstrap_servers} ({err.__class__.__name__}); "
+            "is it running? try `esp infra up`"
         ) from err
     try:
         yield admin

@@ -48,7 +48,9 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "false",
         # Workers must run the interpreter that has esp's packages (the project's venv).
         "spark.pyspark.python": spark.python_executable or sys.executable,
-        "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
     }
     conf.update(spark.conf)
     return conf

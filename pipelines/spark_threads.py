@@ -37,7 +37,7 @@ def run_concurrently(actions: dict[str, Callable[[], Any]]) -> tuple[dict[str, A
         thread.start()
     for thread in threads:
         thread.join()
-    for name, outcome in outcomes.items():
+    for outcome in outcomes.values():
         if outcome.error is not None:
             raise outcome.error
     return {name: o.value for name, o in outcomes.items()}, {name: o.ms for name, o in outcomes.items()}

@@ -17,10 +17,10 @@ from elasticity.migration import Migrator
 from elasticity.state import Int64Codec, RocksBackend
 
 OPERATIONS = {
-    "scale_out": lambda l: l.scale_out(1),
-    "scale_in": lambda l: l.scale_in(1),
-    "split": lambda l: l.split(l.channels[0]),
-    "merge": lambda l: l.merge(l.channels[1]),
+    "scale_out": lambda layout: layout.scale_out(1),
+    "scale_in": lambda layout: layout.scale_in(1),
+    "split": lambda layout: layout.split(layout.channels[0]),
+    "merge": lambda layout: layout.merge(layout.channels[1]),
 }
 
 

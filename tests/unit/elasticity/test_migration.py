@@ -28,12 +28,12 @@ from elasticity.state import Int64Codec, Location, MemoryBackend, Version
 from .migration_helpers import assert_owned_exactly_once, placement, populate
 
 OPERATIONS = {
-    "scale_out": lambda l: l.scale_out(1),
-    "scale_out_3": lambda l: l.scale_out(3),
-    "scale_in": lambda l: l.scale_in(1),
-    "split": lambda l: l.split(l.channels[1]),
-    "merge": lambda l: l.merge(l.channels[0]),
-    "merge_into": lambda l: l.merge(l.channels[0], into=l.channels[-1]),
+    "scale_out": lambda layout: layout.scale_out(1),
+    "scale_out_3": lambda layout: layout.scale_out(3),
+    "scale_in": lambda layout: layout.scale_in(1),
+    "split": lambda layout: layout.split(layout.channels[1]),
+    "merge": lambda layout: layout.merge(layout.channels[0]),
+    "merge_into": lambda layout: layout.merge(layout.channels[0], into=layout.channels[-1]),
 }
 
 

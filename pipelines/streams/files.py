@@ -1,0 +1,64 @@
+"""What a stream's folders say, read from outside its process (the sensor, the resizing asset, benchmarks).
+
+`StreamFiles(spec)`: the committed layout, a pending migration, a waiting rescale request, the
+heartbeat (newest checkpoint file) and a batch begun but not committed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from elasticity.layout import Layout
+from elasticity.migration.registry import LayoutRegistry, RegistryError
+from elasticity.state import Location
+from pipelines.streams.control import ControlChannel, RescaleRequest
+from pipelines.streams.spec import StreamSpec
+
+
+class StreamFiles:
+    """The stream's folders as seen from outside its process."""
+
+    def __init__(self, spec: StreamSpec) -> None:
+        self.spec = spec
+        self.checkpoint = Path(spec.checkpoint)
+
+    def registry(self) -> LayoutRegistry:
+        return LayoutRegistry(Location.of(self.spec.elastic_root))
+
+    def committed_layout(self) -> Layout | None:
+        try:
+            return self.registry().committed()
+        except RegistryError:
+            return None
+
+    def pending_migration(self) -> int | None:
+        try:
+            return self.registry().pending()
+        except FileNotFoundError:
+            return None
+
+    def pending_request(self) -> RescaleRequest | None:
+        return ControlChannel(self.spec.control_dir).take_request()
+
+    def _batch_ids(self, folder: str) -> list[int]:
+        path = self.checkpoint / folder
+        return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
+
+    def heartbeat_age_s(self, now_s: float | None = None) -> float | None:
+        """Seconds since the query last began or committed a batch (None: it never ran)."""
+        newest = [
+            (self.checkpoint / folder / str(ids[-1])).stat().st_mtime
+            for folder in ("offsets", "commits")
+            if (ids := self._batch_ids(folder))
+        ]
+        if not newest:
+            return None
+        return (time.time() if now_s is None else now_s) - max(newest)
+
+    def batch_in_flight(self) -> int | None:
+        """The id of a batch whose offsets are planned but not committed (a stop mid-batch)."""
+        planned, committed = self._batch_ids("offsets"), self._batch_ids("commits")
+        if planned and (not committed or planned[-1] > committed[-1]):
+            return planned[-1]
+        return None
