@@ -145,7 +145,7 @@ class ElasticStream:
             # Nothing of this batch has happened yet; Spark replays it on the next start.
             raise StopRequested(f"stream {self.spec.name} is stopping before batch {batch_id}")
         context = _BatchContext(batch_id, time.perf_counter(), self.registry.committed())
-        context.rescale = self._apply_pending_rescale()
+        context.rescale = self._apply_pending_rescale(batch_id)
         context.phase_ms["rescale"] = (time.perf_counter() - context.started) * 1000
         context.layout = self.registry.routing_layout()
         context.raw = raw = raw.persist()
@@ -272,12 +272,24 @@ class ElasticStream:
             self._migrator = Migrator(Location.of(self.spec.elastic_root), backend, count_keys=False, max_workers=8)
         return self._migrator
 
-    def _apply_pending_rescale(self) -> dict[str, Any] | None:
+    def _apply_pending_rescale(self, batch_id: int) -> dict[str, Any] | None:
         request = self.control.take_request()
         if request is None:
             return None
-        started = time.perf_counter()
         current = self.registry.committed()
+        if holding := self._channels_holding(current, batch_id):
+            # A replay after a crash mid-batch: these channels already applied this batch. A
+            # migration now would move keys with and without its increments and the replay
+            # would then skip or re-apply them per channel. The batch first completes under the
+            # layout it began with; the request waits for the next boundary.
+            log.warning(
+                "rescale %s waits: batch %d is a replay that channels %s already applied",
+                request.request_id,
+                batch_id,
+                holding,
+            )
+            return None
+        started = time.perf_counter()
         try:
             new = request.target.next_layout(current)
             new = (
@@ -303,6 +315,11 @@ class ElasticStream:
         }
         self.control.publish_result(request.request_id, result)
         return result
+
+    def _channels_holding(self, layout: Layout, batch_id: int) -> list[int]:
+        """Channels of `layout` whose durable state already includes `batch_id` (a listing each)."""
+        backend = self.migrator().backend
+        return [channel for channel in layout.channels if backend.open(channel).is_committed(batch_id)]
 
     def _state_keys(self, layout: Layout) -> int | None:
         """Keys held under `layout`, from the last batch's per-channel metrics (None if unknown)."""
