@@ -1,4 +1,4 @@
-"""Elasticity figures (DESIGN.md section 6, items 3 and 4) computed from a simulated run.
+"""Elasticity figures of a simulated run: settling, overshoot, oscillations, SLO attainment, cost.
 
 `run_elasticity_benchmark` simulates the controller on a trace, finds the best static channel
 count (the fewest channels whose static run meets the SLO, by binary search over simulated

@@ -1,4 +1,4 @@
-"""`esp bench elasticity`: the elastic loop on the real stack under a fluctuating trace (DESIGN.md section 6.3).
+"""`esp bench elasticity`: the elastic loop on the real stack under a fluctuating trace (BENCHMARKS.md section 5).
 
 One run on the real broker and a real Spark stream (`esp stream run` in its own process group,
 its keyed stage I/O-bound at `--service-ms` per record, Spark with one task slot per channel):

@@ -1,4 +1,4 @@
-"""`esp bench simulate`: the controller at scale on a simulated queueing model (DESIGN.md section 6.3/6.4).
+"""`esp bench simulate`: the controller at scale on a simulated queueing model (BENCHMARKS.md section 6).
 
 Runs the real elastic control loop (elasticity.control) on a trace against the fluid queueing
 model, finds the best static channel count by simulating static runs of the same trace, and

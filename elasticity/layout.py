@@ -155,7 +155,7 @@ class Layout:
         return [(a.start, a.end, a.owner) for a in self._arcs()]
 
     def _arcs(self) -> list[_Arc]:
-        return _arcs_of([int(b) for b in self.bounds], [int(o) for o in self.owners])
+        return _layout_arcs(self)
 
     # ---- serialization ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -211,6 +211,10 @@ class Layout:
 
 
 # ---- arc helpers ------------------------------------------------------------------------------
+def _layout_arcs(layout: Layout) -> list[_Arc]:
+    return _arcs_of([int(b) for b in layout.bounds], [int(o) for o in layout.owners])
+
+
 def _arcs_of(bounds: list[int], owners: list[int]) -> list[_Arc]:
     if not bounds or len(bounds) != len(owners):
         raise LayoutError("bounds and owners must be non-empty and of equal length")
@@ -278,7 +282,8 @@ def _next(layout: Layout, arcs: list[_Arc], op: dict[str, Any]) -> Layout:
 
 def _free_ids(channels: Iterable[int], k: int) -> list[int]:
     """The k lowest unused channel ids (reusing ids keeps them near-dense)."""
-    used, found, candidate = set(channels), [], 0
+    used, candidate = set(channels), 0
+    found: list[int] = []
     while len(found) < k:
         if candidate not in used:
             found.append(candidate)
@@ -296,7 +301,7 @@ def scale_out(layout: Layout, k: int = 1) -> Layout:
     """k new channels; each existing channel gives share/(N+k) of its space to each of them."""
     if k < 1:
         raise LayoutError("scale out by at least one channel")
-    arcs = layout._arcs()
+    arcs = _layout_arcs(layout)
     sizes = _share_sizes(arcs)
     new_ids = _free_ids(layout.channels, k)
     total = len(sizes) + k
@@ -315,7 +320,7 @@ def scale_in(layout: Layout, k: int = 1, remove: Sequence[int] | None = None) ->
     survivors = [c for c in layout.channels if c not in set(removed)]
     if not survivors:
         raise LayoutError("cannot remove every channel")
-    arcs = layout._arcs()
+    arcs = _layout_arcs(layout)
     sizes = _share_sizes(arcs)
     surviving_space = sum(sizes[c] for c in survivors)
     quotas: dict[int, list[tuple[int, int]]] = {}
@@ -331,7 +336,7 @@ def split(layout: Layout, channel: int, fraction: float = 0.5) -> Layout:
     _require(layout, channel)
     if not 0.0 < fraction < 1.0:
         raise LayoutError("split fraction must be in (0, 1)")
-    arcs = layout._arcs()
+    arcs = _layout_arcs(layout)
     size = _share_sizes(arcs)[channel]
     amount = int(size * fraction)
     if amount < 1 or amount >= size:
@@ -351,7 +356,7 @@ def merge(layout: Layout, channel: int, into: int | None = None) -> Layout:
         _require(layout, into)
         if into == channel:
             raise LayoutError("cannot merge a channel into itself")
-    arcs = layout._arcs()
+    arcs = _layout_arcs(layout)
     out = []
     for i, arc in enumerate(arcs):
         if arc.owner != channel:

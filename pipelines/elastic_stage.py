@@ -70,18 +70,6 @@ class StageSpec:
     service_ms_per_record: float = 0.0
 
 
-def deltas_schema() -> T.StructType:
-    """The input of the stage: key, its Spark xxhash64, the increment, and probe send time."""
-    return T.StructType(
-        [
-            T.StructField("key", T.StringType(), False),
-            T.StructField("key_hash", T.LongType(), False),
-            T.StructField("n", T.LongType(), False),
-            T.StructField("probe_sent_ms", T.LongType(), True),
-        ]
-    )
-
-
 KEY_HASH_SQL = "xxhash64(key) AS key_hash"
 """Spark's xxhash64 of the key: the same hash elasticity.hashing computes in Python."""
 

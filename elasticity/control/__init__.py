@@ -7,7 +7,7 @@ long-running use; `simulation` drives the same loop on a queueing model for benc
 """
 
 from elasticity.control.clock import Clock, ManualClock, SystemClock
-from elasticity.control.controller import ControllerState, LevelRecord, Observation, ScalingController
+from elasticity.control.controller import ControllerState, LevelRecord, ReadyTick, ScalingController
 from elasticity.control.decision import Action, Decision
 from elasticity.control.detectors import SignalWindows, evaluate
 from elasticity.control.levels import Levels, level_sequence
@@ -45,7 +45,7 @@ __all__ = [
     "ManualClock",
     "MetricsCollector",
     "MetricsSnapshot",
-    "Observation",
+    "ReadyTick",
     "OverloadOptions",
     "Realizer",
     "RecordingRealizer",

@@ -47,7 +47,7 @@ class LevelRecord(BaseModel):
     input_rps: float = Field(0.0, description="The input rate when recorded (0: unknown, as in older cursors).")
 
 
-class Observation(BaseModel):
+class ReadyTick(BaseModel):
     """The previous ready tick, to detect workload changes against."""
 
     model_config = ConfigDict(frozen=True)
@@ -65,7 +65,7 @@ class ControllerState(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     history: dict[int, LevelRecord] = Field(default_factory=dict, description="Per level index.")
-    last: Observation | None = Field(None, description="The previous ready observation.")
+    last: ReadyTick | None = Field(None, description="The previous ready observation.")
     reference_throughput_rps: float | None = Field(
         None, description="Steady throughput at the current level since it was entered or the workload last changed."
     )
@@ -86,7 +86,7 @@ class ControllerState(BaseModel):
 
 
 def detect_workload_change(
-    last: Observation | None,
+    last: ReadyTick | None,
     reference_throughput_rps: float | None,
     level: int,
     channels: int,
@@ -234,7 +234,7 @@ class ScalingController:
         state = state.model_copy(
             update={
                 "history": history,
-                "last": Observation(
+                "last": ReadyTick(
                     level=level, channels=channels, throughput_rps=throughput, congested=congested, time_s=now_s
                 ),
                 "reference_throughput_rps": reference,
@@ -314,7 +314,8 @@ class ScalingController:
                 channels,
                 "P1",
                 f"congested, but history at {self.levels.channels_at(blocked)} channels shows "
-                f"{rec.throughput_rps:,.0f} rec/s, no gain over {ev.total_throughput_rps:,.0f}: hold at {channels}{forgot}",
+                f"{rec.throughput_rps:,.0f} rec/s, no gain over {ev.total_throughput_rps:,.0f}: "
+                f"hold at {channels}{forgot}",
                 signals,
             )
         target = self.levels.channels_at(target_level)
@@ -419,8 +420,9 @@ class ScalingController:
                 channels - 1,
                 "merge",
                 signals,
-                f"channel {lone} is underloaded ({ev.light_share[lone]:.0%} of periods below the low watermark of its peak) "
-                f"while the others are not: merge it into its ring neighbours ({channels - 1} channels){forgot}",
+                f"channel {lone} is underloaded ({ev.light_share[lone]:.0%} of periods below the low watermark "
+                f"of its peak) while the others are not: merge it into its ring neighbours "
+                f"({channels - 1} channels){forgot}",
                 channel=lone,
             )
         return self._none(now_s, channels, "P2", f"not congested; {why_not}: hold at {channels}{forgot}", signals)

@@ -247,7 +247,7 @@ def evaluate(
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
     draining = draining_flags(windows.latency, options.congestion.drain_tolerance)
     overloaded = overload_flags(share_late, seen, options.overload) & ~draining
-    timed_out_recently = windows.timed_out.any(axis=0)
+    timed_out_recently: BoolArray = np.asarray(windows.timed_out.any(axis=0), dtype=bool)
     share_light = windows.light.mean(axis=0)
     underloaded = underload_flags(
         share_light, windows.periods_since_peak_reset, windows.peaks, timed_out_recently, options.underload

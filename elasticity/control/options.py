@@ -20,14 +20,6 @@ class OverloadOptions(_Options):
     """eSault's overload detection by probe latency, per channel."""
 
     max_latency_s: float = Field(1.0, gt=0, description="MAX_LATENCY: a probe slower than this counts as late.")
-    probe_period_s: float = Field(
-        1.0, gt=0, description="PROBE_PERIOD: time between two probe rounds (one sampling period)."
-    )
-    probe_timeout_s: float = Field(
-        5.0,
-        gt=0,
-        description="A probe not back after this long is a timeout (it counts as late and resets underload peaks).",
-    )
     reaction_time: int = Field(
         3, ge=1, description="OVERLOAD_REACTION_TIME: number of sampling periods the overload window spans."
     )
@@ -60,8 +52,8 @@ class UnderloadOptions(_Options):
     peak_reset_rise_factor: float = Field(
         1.25,
         gt=1,
-        description="A channel whose throughput exceeds its peak by this factor marks a workload rise: all peaks restart "
-        "from the current throughputs (eSault's 'clear rise in throughput').",
+        description="A channel whose throughput exceeds its peak by this factor marks a workload rise: "
+        "all peaks restart from the current throughputs (eSault's 'clear rise in throughput').",
     )
     min_peak_rps: float = Field(
         1.0, ge=0, description="Peaks below this (records/s) are ignored: an idle channel is not 'under' anything."
@@ -95,8 +87,8 @@ class CongestionOptions(_Options):
         0.1,
         ge=0,
         lt=1,
-        description="Lag (or a channel's probe latency) that shrank by at least this share over the window is draining: "
-        "the stage is catching up after a rescale and is not reported as congested/overloaded again.",
+        description="Lag (or a channel's probe latency) that shrank by at least this share over the window "
+        "is draining: the stage is catching up after a rescale and is not reported as congested/overloaded again.",
     )
 
 
@@ -144,8 +136,8 @@ class ControllerOptions(_Options):
         0.25,
         gt=0,
         lt=1,
-        description="Merge an underloaded channel into its ring neighbours only when the underloaded channels are at most "
-        "this share (otherwise the whole stage is light and P2 applies).",
+        description="Merge an underloaded channel into its ring neighbours only when the underloaded channels "
+        "are at most this share (otherwise the whole stage is light and P2 applies).",
     )
     enable_split_merge: bool = Field(True, description="Allow targeted split/merge (off: levels only, as in Gedik).")
 

@@ -10,7 +10,7 @@ numpy arrays indexed by channel id 0..channels-1 so that 1000 channels cost micr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -137,7 +137,6 @@ class Evaluation:
     total_lag_records: float
     congestion: CongestionSignal
     timeout_in_window: bool
-    extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def overloaded_channels(self) -> list[int]:

@@ -3,7 +3,7 @@
 A `Trace` is a piecewise-constant rate (records/s) over time: segment start times and rates.
 Step-shaped traces have few segments and their segment boundaries are the "load changes" the
 benchmark scores; the sine trace is sampled once per second, so it has no steady phase.
-The eSault trace reproduces DESIGN.md section 3 (seed 000's experiment), scaled to a peak rate.
+The eSault trace reproduces the load of seed 000's (eSault's) experiment, scaled to a peak rate.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class MigrationArea:
             return None
         return [DonatedFile(**f) for f in json.loads(where.read_bytes(_MANIFEST))["files"]]
 
-    def check_donor(self, source: int, targets: list[int]) -> list[str]:
+    def donor_problems(self, source: int, targets: list[int]) -> list[str]:
         """Problems with one donor's donation ([] = complete and intact)."""
         files = self.manifest(source)
         if files is None:
@@ -91,7 +91,7 @@ class MigrationArea:
 
     def vertical_barrier(self, donors: dict[int, list[int]]) -> BarrierCheck:
         """donors: source -> the targets the plan says it gives to."""
-        problems = [p for source, targets in sorted(donors.items()) for p in self.check_donor(source, targets)]
+        problems = [p for source, targets in sorted(donors.items()) for p in self.donor_problems(source, targets)]
         return BarrierCheck(not problems, tuple(problems))
 
     def read(self, source: int, target: int) -> pa.Table:

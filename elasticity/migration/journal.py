@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from elasticity.state.files import Location
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     PLANNED = "planned"
     DONATING = "donating"
     DONATED = "donated"  # the vertical barrier passed: every donation is durable and valid

@@ -88,7 +88,7 @@ def donate_channel(
     """Write what `store`'s channel gives away under `plan`; skip if its manifest is intact."""
     source = store.channel
     targets = plan.targets_of(source)
-    if not area.check_donor(source, targets):
+    if not area.donor_problems(source, targets):
         return area.manifest(source) or []
     by_target = plan.outgoing(source)
     ranges = sorted((r, target) for target, rs in by_target.items() for r in rs)
@@ -197,7 +197,11 @@ class Migrator:
         return report
 
     def recover(self, policy: RecoveryPolicy = "auto") -> RecoveryResult:
-        """Bring the stage back to exactly one committed layout after a crash anywhere."""
+        """Bring the stage back to exactly one committed layout after a crash anywhere.
+
+        Called by the stage's one writer before it writes (a stream's start, an offline
+        rescale), so the temporaries of crashed writers are removed here too."""
+        self.root.clean_temporaries()
         epoch = self.registry.pending()
         if epoch is None:
             return RecoveryResult("nothing", None, self.registry.committed().epoch)

@@ -50,7 +50,8 @@ def fold_entries(tables: list[pa.Table]) -> pa.Table:
     hashes = table["hash"].to_numpy()
     if bool((hashes[:-1] < hashes[1:]).all()):
         # One hash-ordered file (esp writes them so): every key occurs once, in order.
-        ordered, superseded = table, np.zeros(len(hashes), dtype=bool)
+        ordered = table
+        superseded: np.ndarray | None = np.zeros(len(hashes), dtype=bool)
     else:
         # A stable sort on the int64 hash keeps each key's writes in changelog order and is
         # several times faster than Arrow's sort on (hash, key string, seq). Only two distinct
@@ -63,6 +64,7 @@ def fold_entries(tables: list[pa.Table]) -> pa.Table:
             sort_keys = [("hash", "ascending"), ("key", "ascending"), ("seq", "ascending")]
             ordered = table.take(pc.sort_indices(table.append_column("seq", seq), sort_keys=sort_keys))
             superseded = _same_as_next(ordered, ordered["hash"].to_numpy(), collisions_ok=True)
+    assert superseded is not None  # with collisions_ok, _same_as_next always decides
     alive = ~superseded & ordered["value"].is_valid().to_numpy()
     kept = ordered if alive.all() else ordered.filter(pa.array(alive))
     return kept.select(ENTRY_SCHEMA.names).cast(ENTRY_SCHEMA)
@@ -174,7 +176,7 @@ class HistoryBackend:
                 store = self._stores[channel] = HistoryStore(
                     channel, self.codec, self._history(channel), self.key_hasher
                 )
-            elif store._open_tx is None:
+            elif not store.in_transaction:
                 store.sync()
             return store
 

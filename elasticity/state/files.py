@@ -61,8 +61,10 @@ class Location:
             self.fs.delete_dir(self.path)
 
     def clean_temporaries(self) -> None:
-        """Remove half-written files a crashed writer left behind."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+        """Remove half-written files crashed writers left anywhere below this directory.
+
+        Only for a process that is the one writer here (no live writer may be mid-publish)."""
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True, recursive=True))
         for info in infos:
             if info.base_name.startswith(TEMP_PREFIX) and info.type == pafs.FileType.File:
                 self.fs.delete_file(info.path)

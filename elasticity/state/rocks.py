@@ -14,7 +14,8 @@ channel (it is reported every batch). UTF-8 never contains 0xFF, which bounds th
 from __future__ import annotations
 
 import struct
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -98,7 +99,7 @@ class RocksStore(StateStore):
             for start, end in vacated:
                 batch.delete_range(_prefix(start), _prefix(end + 1) if end < _MAX_HASH else _PAST_LAST_ENTRY)
             changes = changes.filter(pc.is_valid(changes["value"]))
-        changed = zip(_encode_keys(changes), changes["value"].to_pylist())
+        changed: Iterable[tuple[bytes, bytes | None]] = zip(_encode_keys(changes), changes["value"].to_pylist())
         count = self._count()
         if declared is None:
             # The changelog applies in order, so a key's last change is its outcome.
@@ -119,15 +120,16 @@ class RocksStore(StateStore):
         multi-get of the changed keys (~4 µs a key), unless the store is empty."""
         if not final or count == 0:
             return sum(value is not None for value in final.values())
-        existed = self.db.get(list(final))
-        return sum((value is not None) - (before is not None) for value, before in zip(final.values(), existed))
+        existed = cast(list[bytes | None], self.db.get(list(final)))
+        return sum(int(value is not None) - int(before is not None) for value, before in zip(final.values(), existed))
 
     def _scan(self, ranges: HashRanges | None) -> pa.Table:
         bounds = [(_FIRST_ENTRY, None)] if ranges is None else [(_prefix(s), _prefix(e)) for s, e in ranges]
         rkeys: list[bytes] = []
         values: list[bytes] = []
         for low, high in bounds:
-            for rkey, value in self.db.items(from_key=low):
+            # raw_mode: keys and values are bytes (the stubs name every type rocksdict can hold).
+            for rkey, value in cast(Iterable[tuple[bytes, bytes]], self.db.items(from_key=low)):
                 if high is not None and rkey[:8] > high:
                     break
                 rkeys.append(rkey)

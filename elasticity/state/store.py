@@ -95,7 +95,7 @@ class Transaction:
             raise TransactionStateError(f"transaction {self.version} cannot go {self._state.value} -> {target.value}")
         self._state = target
         if target in (TxState.COMPLETE, TxState.FAILED):
-            self.store._release(self)
+            self.store._release(self)  # noqa: SLF001 (a transaction is part of its store)
 
     def _writable(self) -> None:
         if self._state is not TxState.STARTED:
@@ -177,7 +177,7 @@ class Transaction:
             raise TransactionStateError(f"cannot commit a {self._state.value} transaction")
         try:
             if not self.is_replay:
-                self.store._apply(self.changes(), self.version)
+                self.store._apply(self.changes(), self.version)  # noqa: SLF001 (part of its store)
         except BaseException:
             self._fail_prepared()
             raise
@@ -244,10 +244,12 @@ class StateStore(ABC):
     def _working_version(self) -> Version: ...
 
     def close(self) -> None:
-        """Release the working set's resources (files, handles)."""
+        """Release the working set's resources (files, handles); a hook, nothing by default."""
+        return None
 
     def _drop_working_set(self) -> None:
-        """Delete the working set's own files (none for in-memory stores)."""
+        """Delete the working set's own files; a hook, nothing by default (in-memory stores)."""
+        return None
 
     # ---- reads --------------------------------------------------------------------------
     @property
@@ -287,6 +289,11 @@ class StateStore(ABC):
 
     def is_committed(self, batch_id: int) -> bool:
         return batch_id <= self.version.batch
+
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open (its changes are not yet applied or abandoned)."""
+        return self._open_tx is not None
 
     def _open(self, version: Version, replay: bool) -> Transaction:
         if self._open_tx is not None:

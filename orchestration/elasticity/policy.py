@@ -63,8 +63,6 @@ class ElasticityPolicy(BaseModel):
         return ControlOptions(
             overload=OverloadOptions(
                 max_latency_s=self.slo_s,
-                probe_period_s=self.sample_period_s,
-                probe_timeout_s=self.probe_timeout_s,
                 reaction_time=3,
                 reaction_factor=0.5,
             ),

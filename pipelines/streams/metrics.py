@@ -9,7 +9,7 @@ and the topic's retention keeps it bounded (`METRICS_TOPIC_CONFIGS`).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 METRICS_TOPIC_CONFIGS = {"retention.ms": str(6 * 3600 * 1000), "cleanup.policy": "delete"}
@@ -38,8 +38,6 @@ class BatchMetrics:
     late_records: int = 0
     batch_ms: float = 0.0
     records_per_s: float = 0.0
-    lag_records: int = 0
-    lag_by_partition: dict[str, int] = field(default_factory=dict)
     per_channel: list[ChannelMetrics] = field(default_factory=list)
     rescale: dict[str, Any] | None = None
     phase_ms: dict[str, float] = field(default_factory=dict)
@@ -53,7 +51,9 @@ class BatchMetrics:
     def from_json(cls, raw: bytes) -> BatchMetrics:
         data = json.loads(raw)
         data["per_channel"] = [ChannelMetrics(**c) for c in data.get("per_channel", [])]
-        return cls(**data)
+        # Records written by an older esp may carry fields since removed; they are dropped.
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     @property
     def probe_latencies(self) -> list[float]:

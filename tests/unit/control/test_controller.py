@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticity.control.controller import ControllerState, LevelRecord, Observation, ScalingController
+from elasticity.control.controller import ControllerState, LevelRecord, ReadyTick, ScalingController
 from elasticity.control.levels import Levels, level_sequence
 from elasticity.control.options import ControllerOptions
 from tests.fakes.control import make_evaluation
@@ -66,7 +66,7 @@ def test_p1_holds_when_history_shows_the_higher_level_did_not_raise_throughput()
 def test_p5_remote_congestion_scales_back_down():
     # At 12 channels congested with no more throughput than 8 congested channels had: remote.
     history = {8: (8000.0, True)}
-    last = Observation(level=lvl(12), channels=12, throughput_rps=8100.0, congested=True, time_s=99.0)
+    last = ReadyTick(level=lvl(12), channels=12, throughput_rps=8100.0, congested=True, time_s=99.0)
     ev = make_evaluation(12, congested=True, overloaded=range(12), throughput_rps=8100.0)
     _, decision = controller().decide(state_with(history, last=last), ev, 100.0)
     assert decision.action == "scale_in" and decision.rule == "P5" and decision.to_channels == 8
@@ -131,7 +131,7 @@ def test_p2_holds_when_history_shows_the_lower_level_congested_even_without_capa
 # ------------------------------------------------------------------ P3 / P4
 def test_p3_congestion_appearing_at_the_same_level_forgets_history_above():
     history = {4: (4000.0, True), 12: (8000.0, True), 16: (8000.0, True)}
-    last = Observation(level=lvl(8), channels=8, throughput_rps=7000.0, congested=False, time_s=99.0)
+    last = ReadyTick(level=lvl(8), channels=8, throughput_rps=7000.0, congested=False, time_s=99.0)
     ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=8000.0)
     state, decision = controller().decide(state_with(history, last=last), ev, 100.0)
     assert set(state.history) == {lvl(4), lvl(8)}
@@ -141,7 +141,7 @@ def test_p3_congestion_appearing_at_the_same_level_forgets_history_above():
 
 def test_p4_throughput_fall_at_the_same_level_forgets_history_below():
     history = {4: (4000.0, True), 6: (6000.0, True), 12: (9000.0, False)}
-    last = Observation(level=lvl(8), channels=8, throughput_rps=8000.0, congested=False, time_s=99.0)
+    last = ReadyTick(level=lvl(8), channels=8, throughput_rps=8000.0, congested=False, time_s=99.0)
     state = state_with(history, last=last, reference_throughput_rps=8000.0, channel_capacity_rps=1000.0)
     ev = make_evaluation(8, throughput_rps=3000.0)
     new_state, decision = controller().decide(state, ev, 100.0)
@@ -156,7 +156,7 @@ def test_p4_an_input_fall_during_a_rescale_forgets_the_congested_level_below(inp
     # rec/s processed), and the stage went to 2. If the input fell to 20 rec/s while the
     # rescale settled, no observation saw the fall; at 280 rec/s the record must stay.
     congested_at_one = LevelRecord(throughput_rps=0.0, congested=True, time_s=0.0, input_rps=294.0)
-    last = Observation(level=lvl(2), channels=2, throughput_rps=input_rps, congested=False, time_s=99.0)
+    last = ReadyTick(level=lvl(2), channels=2, throughput_rps=input_rps, congested=False, time_s=99.0)
     state = ControllerState(history={lvl(1): congested_at_one}, last=last, reference_throughput_rps=input_rps)
     ev = make_evaluation(2, throughput_rps=input_rps, underloaded=range(2))
     new_state, decision = controller().decide(state, ev, 100.0)

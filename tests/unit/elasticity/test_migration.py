@@ -276,3 +276,17 @@ def test_an_interrupted_rollback_is_finished_even_after_the_barrier(make_backend
     assert result.action == "rolled_back"
     assert assert_owned_exactly_once(backend, root, expected) == old
     assert placement(backend, old.channels) == before
+
+
+def test_recover_removes_the_temporaries_of_crashed_writers(make_backend, tmp_path) -> None:
+    backend, root, layout, expected = start(make_backend, tmp_path)
+    crashed = [
+        Path(root) / "layout" / ".tmp-0a1b-current.json",
+        Path(root) / "channels" / "channel=1" / "changelog" / ".tmp-2c3d-b00000000000000000002-m0.arrow",
+    ]
+    for temp in crashed:
+        temp.parent.mkdir(parents=True, exist_ok=True)
+        temp.write_bytes(b"half-written")
+    Migrator(root, backend).recover()
+    assert [t for t in crashed if t.exists()] == []
+    assert assert_owned_exactly_once(backend, root, expected) == layout
