@@ -104,6 +104,10 @@ class Layout:
         self.owners.flags.writeable = False
 
     # ---- construction -------------------------------------------------------------------
+    def renumbered(self, epoch: int) -> Layout:
+        """The same ring under another epoch number (epochs are assigned by the registry)."""
+        return Layout(epoch, self.bounds, self.owners, origin=self.origin)
+
     @classmethod
     def uniform(cls, n_channels: int, tokens_per_channel: int = DEFAULT_TOKENS_PER_CHANNEL, epoch: int = 0) -> Layout:
         """Channels 0..n-1, each owning exactly 1/n of the space in interleaved equal arcs."""

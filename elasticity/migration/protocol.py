@@ -78,6 +78,15 @@ class RecoveryResult:
     committed_epoch: int
 
 
+@dataclass(frozen=True)
+class RecordedOutcome:
+    """The journaled end of one migration: committed, or rolled back with the error that failed it."""
+
+    epoch: int
+    committed: bool
+    error: str | None
+
+
 def _no_hook(point: str) -> None:
     return None
 
@@ -157,14 +166,17 @@ class Migrator:
         self._count_keys = count_keys
 
     # ---- public API ---------------------------------------------------------------------------
-    def migrate(self, new: Layout, *, allow_rebalance: bool = False) -> MigrationReport:
-        """Move state from the committed layout to `new` (whose epoch must be the next one)."""
+    def migrate(self, new: Layout, *, allow_rebalance: bool = False, request_id: str | None = None) -> MigrationReport:
+        """Move state from the committed layout to `new`, whose epoch must be `registry.next_epoch()`.
+
+        `request_id` is recorded in the journal, so whoever asked can learn the outcome after a
+        crash (`recorded_outcome`) instead of asking again."""
         pending = self.registry.pending()
         if pending is not None:
             raise MigrationError(f"migration to epoch {pending} is unfinished; call recover() first")
         old = self.registry.committed()
-        if new.epoch != old.epoch + 1:
-            raise MigrationError(f"next layout must have epoch {old.epoch + 1}, got {new.epoch}")
+        if new.epoch != (expected := self.registry.next_epoch()):
+            raise MigrationError(f"next layout must have epoch {expected} (epochs are never reused), got {new.epoch}")
         plan = MigrationPlan.between(old, new)
         if plan.unexpected_moves() and not allow_rebalance:
             raise MigrationError(f"non-monotone layout change: {plan.unexpected_moves()[:3]} ...")
@@ -185,7 +197,9 @@ class Migrator:
             self._hook("staged")
             for stale in plan.added:  # leftovers of an earlier channel with the same id
                 self.backend.drop(stale)
-            journal.record(Phase.PLANNED, old_epoch=old.epoch, ranges=len(plan.ranges), op=report.operation)
+            journal.record(
+                Phase.PLANNED, old_epoch=old.epoch, ranges=len(plan.ranges), op=report.operation, request_id=request_id
+            )
             self._hook("planned")
         try:
             self._donate_and_barrier(plan, area, journal, report)
@@ -208,7 +222,9 @@ class Migrator:
         committed = self.registry.committed()
         area, journal = self._area_and_journal(epoch)
         if committed.epoch == epoch:
-            self._finalize(MigrationPlan.between(self.registry.load(epoch - 1), committed), area, journal)
+            previous = self.registry.previous()
+            assert previous is not None, "a committed migration always has a previous layout"
+            self._finalize(MigrationPlan.between(previous, committed), area, journal)
             return RecoveryResult("finished", epoch, epoch)
         new = self.registry.load(epoch)
         plan = MigrationPlan.between(committed, new)
@@ -226,6 +242,20 @@ class Migrator:
             return RecoveryResult("rolled_forward", epoch, epoch)
         self._rollback(plan, area, journal)
         return RecoveryResult("rolled_back", epoch, committed.epoch)
+
+    def recorded_outcome(self, request_id: str, epoch: int) -> RecordedOutcome | None:
+        """What became of the migration `request_id` asked for at `epoch`: None if it never
+        started there (or is still pending), else committed or rolled back (with its error)."""
+        entries = self._area_and_journal(epoch)[1].entries()
+        if not entries or entries[0].get("request_id") != request_id:
+            return None
+        phases = {entry["phase"] for entry in entries}
+        errors = [entry["error"] for entry in entries if entry["phase"] == Phase.FAILED and "error" in entry]
+        if Phase.COMMITTED in phases or Phase.COMPLETE in phases:
+            return RecordedOutcome(epoch, committed=True, error=None)
+        if Phase.ROLLED_BACK in phases:
+            return RecordedOutcome(epoch, committed=False, error=errors[-1] if errors else "rolled back")
+        return None
 
     def rollback(self) -> RecoveryResult:
         """Abandon the pending migration, restoring every channel to its pre-migration state."""

@@ -1,8 +1,13 @@
 """The layout registry: which layout epoch is committed, and the horizontal barrier.
 
-    <root>/layout/epoch=<E>.json   every layout ever staged
-    <root>/layout/current.json     pointer {"epoch": E}: the committed layout (atomic rename)
+    <root>/layout/epoch=<E>.json   every layout staged and not rolled back
+    <root>/layout/current.json     pointer {"epoch": E, "previous": P}: the committed layout
+                                   (atomic rename) and the one it replaced
     <root>/layout/pending.json     {"epoch": E'} while a migration to E' is in flight
+
+Epochs are never reused: a rolled-back migration's epoch keeps its journal under
+`<root>/migrations/epoch=<E>/`, and `next_epoch()` is above every epoch ever used, so a later
+crash is never judged by an earlier attempt's journal.
 
 The router of the stream reads `routing_layout()` before each micro-batch. That call is the
 *horizontal barrier* of Gedik et al.: it raises `RescaleInProgress` while a migration is
@@ -42,6 +47,7 @@ class LayoutRegistry:
 
     def __init__(self, root: Location) -> None:
         self.location = root.child("layout")
+        self._migrations = root.child("migrations")
 
     def initialize(self, layout: Layout) -> Layout:
         """Commit `layout` as the first layout, unless one is already committed (then return it)."""
@@ -80,7 +86,27 @@ class LayoutRegistry:
     def commit(self, epoch: int) -> None:
         """Atomically make `epoch` the committed layout (one rename)."""
         self.load(epoch)  # refuse to point at a layout that is not there
-        self._point(_CURRENT, epoch)
+        current = self._read_pointer(_CURRENT)
+        if current != epoch:
+            self._point(_CURRENT, epoch, previous=current)
+
+    def previous(self) -> Layout | None:
+        """The layout the committed one replaced (None for the first layout)."""
+        previous = json.loads(self.location.read_bytes(_CURRENT)).get("previous")
+        return None if previous is None else self.load(int(previous))
+
+    def next_epoch(self) -> int:
+        """The epoch the next migration must use: above every epoch ever staged or journaled."""
+        staged = [
+            int(name[len("epoch=") : -len(".json")]) for name in self.location.names() if name.startswith("epoch=")
+        ]
+        journaled = [
+            int(name.split("=", 1)[1])
+            for name in self._migrations.names()
+            if name.startswith("epoch=") and self._migrations.child(name, "journal").names()
+        ]
+        pointed = [self._read_pointer(name) for name in (_CURRENT, _PENDING) if self.location.exists(name)]
+        return max([*staged, *journaled, *pointed], default=-1) + 1
 
     def clear_pending(self) -> None:
         """Reopen the barrier."""
@@ -92,8 +118,9 @@ class LayoutRegistry:
             raise RegistryError(f"layout epoch {epoch} is committed and cannot be discarded")
         self.location.delete_file(_epoch_file(epoch))
 
-    def _point(self, name: str, epoch: int) -> None:
-        self.location.publish_bytes(name, json.dumps({"epoch": epoch}).encode())
+    def _point(self, name: str, epoch: int, previous: int | None = None) -> None:
+        body = {"epoch": epoch} if previous is None else {"epoch": epoch, "previous": previous}
+        self.location.publish_bytes(name, json.dumps(body).encode())
 
     def _read_pointer(self, name: str) -> int:
         return int(json.loads(self.location.read_bytes(name))["epoch"])

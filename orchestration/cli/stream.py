@@ -77,6 +77,18 @@ def run(
     console.print(f"stream {name} stopped")
 
 
+def _committed_epoch(folder: Path) -> int | None:
+    """The stream's committed layout epoch (None before its first start)."""
+    from elasticity.migration import LayoutRegistry, RegistryError
+    from elasticity.state import Location
+    from pipelines.streams.names import elastic_path
+
+    try:
+        return LayoutRegistry(Location.of(str(elastic_path(folder)))).committed().epoch
+    except RegistryError:
+        return None
+
+
 @stream_app.command("rescale")
 def rescale(
     name: str = typer.Option("wordcount", help="Stream name."),
@@ -104,9 +116,11 @@ def rescale(
             if split is not None
             else RescaleTarget(op="merge", channel=merge)
         )
-        folder = root or stream_root(load_settings(config), name)
-        control = ControlChannel(str(control_path(Path(folder).resolve())))
-        request = RescaleRequest(target=target, reason="manual (esp stream rescale)")
+        folder = Path(root or stream_root(load_settings(config), name)).resolve()
+        control = ControlChannel(str(control_path(folder)))
+        request = RescaleRequest(
+            target=target, reason="manual (esp stream rescale)", base_epoch=_committed_epoch(folder)
+        )
         control.request(request)
         with console.status("waiting for the stream's next batch boundary…"):
             result = control.wait_for_result(request.request_id, timeout)

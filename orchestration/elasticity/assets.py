@@ -198,7 +198,8 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
 
         # What the stream actually committed (it computes the next layout from its own).
         after = Layout.from_dict(result["layout"])
-        before = files.registry().load(after.epoch - 1)
+        before = files.registry().previous()
+        assert before is not None, "a committed rescale always replaced a layout"
         done = RescalePlan(before, after, tuple(diff(before, after)))
         path = plots / f"layout-e{after.epoch}.png"
         metadata = {

@@ -86,11 +86,9 @@ class RescalePlan:
         return "\n".join(rows)
 
 
-def plan_rescale(current: Layout, target: RescaleTarget) -> RescalePlan:
-    """The next layout (epoch E+1) and the hash ranges that change owner."""
-    after = target.next_layout(current)
-    if after.epoch != current.epoch + 1:
-        after = Layout(current.epoch + 1, after.bounds, after.owners, origin=after.origin)
+def plan_rescale(current: Layout, target: RescaleTarget, epoch: int | None = None) -> RescalePlan:
+    """The next layout (at `epoch`, by default E+1) and the hash ranges that change owner."""
+    after = target.next_layout(current).renumbered(current.epoch + 1 if epoch is None else epoch)
     return RescalePlan(current, after, tuple(diff(current, after)))
 
 
@@ -101,7 +99,10 @@ def rescale_online(spec: StreamSpec, target: RescaleTarget, reason: str, timeout
     a batch boundary, and the sensor treats it as in flight until then.
     """
     control = ControlChannel(spec.control_dir)
-    request = RescaleRequest(target=target, reason=reason)
+    committed = StreamFiles(spec).committed_layout()
+    # Planned on this epoch: the stream refuses it as stale if it rescaled in the meantime.
+    base_epoch = committed.epoch if committed is not None else None
+    request = RescaleRequest(target=target, reason=reason, base_epoch=base_epoch)
     control.request(request)
     result = control.wait_for_result(request.request_id, timeout_s)
     result.setdefault("mode", "online")
@@ -140,7 +141,7 @@ def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dic
     migrator = Migrator(Location.of(spec.elastic_root), backend)
     try:
         recovered = migrator.recover()
-        plan = plan_rescale(migrator.registry.committed(), target)
+        plan = plan_rescale(migrator.registry.committed(), target, migrator.registry.next_epoch())
         report = migrator.migrate(plan.after)
     finally:
         backend.close()

@@ -8,16 +8,19 @@ the new layout, and publishes `result-<id>.json`. Files are written temp-then-re
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from elasticity.layout import Layout
 from elasticity.state import Location
 
 REQUEST = "rescale-request.json"
+
+log = logging.getLogger(__name__)
 
 
 class RescaleTarget(BaseModel):
@@ -48,8 +51,13 @@ class RescaleTarget(BaseModel):
 
 
 class RescaleRequest(BaseModel):
+    """One rescale asked of a running stream; answered once, by `result-<request_id>.json`."""
+
     request_id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12], description="Correlates request and result.")
     target: RescaleTarget
+    base_epoch: int | None = Field(
+        None, ge=0, description="The committed layout epoch it was planned on; refused as stale at any other."
+    )
     reason: str = Field("", description="Why (the controller's sentence, or 'manual').")
     requested_at: float = Field(default_factory=time.time, description="Unix time of the request.")
 
@@ -68,10 +76,29 @@ class ControlChannel:
         self.location.publish_bytes(REQUEST, request.model_dump_json().encode())
 
     def take_request(self) -> RescaleRequest | None:
-        """The waiting request, if any (it stays until its result is published)."""
+        """The waiting request, if any (it stays until its result is published).
+
+        A request file that does not parse is set aside as `rejected-<time>.json` with a
+        `.reason` beside it: left in place it would fail every batch of the stream for good."""
         if not self.location.exists(REQUEST):
             return None
-        return RescaleRequest.model_validate_json(self.location.read_bytes(REQUEST))
+        raw = self.location.read_bytes(REQUEST)
+        try:
+            return RescaleRequest.model_validate_json(raw)
+        except ValidationError as error:
+            self._set_aside(raw, f"malformed rescale request: {error}")
+            return None
+
+    def _set_aside(self, raw: bytes, reason: str) -> None:
+        name = f"rejected-{time.time_ns()}"
+        self.location.publish_bytes(f"{name}.json", raw)
+        self.location.publish_bytes(f"{name}.reason", reason.encode())
+        self.location.delete_file(REQUEST)
+        log.error("%s (kept as %s.json)", reason.splitlines()[0], name)
+
+    def rejected(self) -> list[str]:
+        """Why each set-aside request was refused, oldest first."""
+        return [self.location.read_bytes(n).decode() for n in self.location.names() if n.endswith(".reason")]
 
     def publish_result(self, request_id: str, result: dict[str, Any]) -> None:
         self.location.publish_bytes(f"result-{request_id}.json", json.dumps(result, default=str).encode())

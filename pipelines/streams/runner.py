@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from elasticity.layout import Layout
-from elasticity.migration import Migrator
+from elasticity.migration import Migrator, RecordedOutcome
 from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
@@ -31,7 +31,7 @@ from pipelines.dead_letters import rejected_count, split_counting_rejected, writ
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.spark_threads import run_concurrently
-from pipelines.streams.control import ControlChannel
+from pipelines.streams.control import ControlChannel, RescaleRequest
 from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
 from pipelines.streams.spec import StreamSpec
@@ -277,6 +277,16 @@ class ElasticStream:
         if request is None:
             return None
         current = self.registry.committed()
+        migrator = self.migrator()
+        recorded = migrator.recorded_outcome(request.request_id, self.registry.next_epoch() - 1)
+        if recorded is not None:
+            # Taken before a crash that came after its migration ended: answer, never apply twice.
+            return self._answer_recorded(request, recorded)
+        if request.base_epoch is not None and request.base_epoch != current.epoch:
+            return self._refuse(
+                request,
+                f"stale request: planned on layout epoch {request.base_epoch}, the stream is at {current.epoch}",
+            )
         if holding := self._channels_holding(current, batch_id):
             # A replay after a crash mid-batch: these channels already applied this batch. A
             # migration now would move keys with and without its increments and the replay
@@ -291,19 +301,18 @@ class ElasticStream:
             return None
         started = time.perf_counter()
         try:
-            new = request.target.next_layout(current)
-            new = (
-                Layout(current.epoch + 1, new.bounds, new.owners, origin=new.origin)
-                if new.epoch != current.epoch + 1
-                else new
-            )
-            report = self.migrator().migrate(new)
+            new = request.target.next_layout(current).renumbered(self.registry.next_epoch())
+            report = migrator.migrate(new, request_id=request.request_id)
             report.keys_total = self._state_keys(current)
         except Exception as error:  # refused or failed: the stream keeps the committed layout
-            result = {"request_id": request.request_id, "status": "failed", "error": str(error)}
-            self.control.publish_result(request.request_id, result)
-            log.error("rescale %s failed: %s", request.request_id, error)
-            return result
+            if self.registry.pending() is not None:
+                # "Failed" means rolled back: never rolled forward later by a recover(). A
+                # failure after the commit point is finished instead, and answered as committed.
+                migrator.rollback()
+                recorded = migrator.recorded_outcome(request.request_id, self.registry.next_epoch() - 1)
+                if recorded is not None and recorded.committed:
+                    return self._answer_recorded(request, recorded)
+            return self._refuse(request, str(error))
         result = {
             "request_id": request.request_id,
             "status": "committed",
@@ -314,6 +323,30 @@ class ElasticStream:
             **report.to_dict(),
         }
         self.control.publish_result(request.request_id, result)
+        return result
+
+    def _refuse(self, request: RescaleRequest, error: str) -> dict[str, Any]:
+        result = {"request_id": request.request_id, "status": "failed", "error": error}
+        self.control.publish_result(request.request_id, result)
+        log.error("rescale %s failed: %s", request.request_id, error)
+        return result
+
+    def _answer_recorded(self, request: RescaleRequest, recorded: RecordedOutcome) -> dict[str, Any]:
+        if not recorded.committed:
+            return self._refuse(request, recorded.error or "rolled back")
+        layout = self.registry.load(recorded.epoch)
+        result = {
+            "request_id": request.request_id,
+            "status": "committed",
+            "reason": request.reason,
+            "requested_at": request.requested_at,
+            "layout": layout.to_dict(),
+            "new_epoch": layout.epoch,
+            "channels_after": layout.n_channels,
+            "recovered": True,
+        }
+        self.control.publish_result(request.request_id, result)
+        log.warning("rescale %s had committed before a restart; its outcome is published now", request.request_id)
         return result
 
     def _channels_holding(self, layout: Layout, batch_id: int) -> list[int]:
@@ -329,7 +362,9 @@ class ElasticStream:
         return sum(c.state_keys for c in last.per_channel)
 
     def _previous_channels(self, layout: Layout) -> list[int]:
-        return list(self.registry.load(layout.epoch - 1).channels) if layout.epoch > 0 else []
+        # `layout` is the committed one (the batch routes by it), so its predecessor is the registry's.
+        previous = self.registry.previous()
+        return list(previous.channels) if previous is not None else []
 
     def _labels_for(self, n: int) -> list[int]:
         if n not in self._labels:

@@ -159,8 +159,11 @@ def test_failure_before_commit_can_be_rolled_back_exactly_and_rerun(make_backend
     assert result.action == "rolled_back" and result.committed_epoch == old.epoch
     assert assert_owned_exactly_once(backend, root, expected) == old
     assert placement(backend, old.channels) == before
-    Migrator(root, backend).migrate(new)  # the same migration, re-run from scratch
-    assert assert_owned_exactly_once(backend, root, expected) == new
+    with pytest.raises(MigrationError, match="never reused"):
+        Migrator(root, backend).migrate(new)  # the rolled-back attempt's epoch is spent
+    again = new.renumbered(LayoutRegistry(Location.of(root)).next_epoch())
+    Migrator(root, backend).migrate(again)  # the same ring, re-run from scratch
+    assert assert_owned_exactly_once(backend, root, expected) == again
 
 
 def test_failure_after_the_vertical_barrier_rolls_forward_on_auto(make_backend, tmp_path) -> None:
@@ -290,3 +293,39 @@ def test_recover_removes_the_temporaries_of_crashed_writers(make_backend, tmp_pa
     Migrator(root, backend).recover()
     assert [t for t in crashed if t.exists()] == []
     assert assert_owned_exactly_once(backend, root, expected) == layout
+
+
+def test_a_crash_after_a_rolled_back_attempt_is_judged_by_its_own_journal(make_backend, tmp_path) -> None:
+    """An epoch reused after a rollback shared the old attempt's journal, whose ROLLING_BACK
+    made recover() roll the new attempt back although its vertical barrier had passed."""
+    backend, root, old, expected = start(make_backend, tmp_path)
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at("collect:applied")).migrate(old.scale_out(1))
+    assert Migrator(root, backend).rollback().action == "rolled_back"
+    registry = LayoutRegistry(Location.of(root))
+    retry = old.scale_out(1).renumbered(registry.next_epoch())
+    assert retry.epoch == old.epoch + 2
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at("collect:applied")).migrate(retry)  # barrier passed
+    result = Migrator(root, backend).recover()
+    assert (result.action, result.committed_epoch) == ("rolled_forward", retry.epoch)
+    assert assert_owned_exactly_once(backend, root, expected) == retry
+    assert registry.previous() == old
+
+
+def test_the_outcome_of_a_request_is_read_back_from_the_journal(make_backend, tmp_path) -> None:
+    backend, root, old, _ = start(make_backend, tmp_path)
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at("donated")).migrate(old.scale_out(1), request_id="r-1")
+    migrator = Migrator(root, backend)
+    assert migrator.recorded_outcome("r-1", old.epoch + 1) is None  # still pending
+    migrator.rollback()
+    failed = migrator.recorded_outcome("r-1", old.epoch + 1)
+    assert failed is not None and not failed.committed and "InjectedFailure" in (failed.error or "")
+    new = old.scale_out(1).renumbered(migrator.registry.next_epoch())
+    with pytest.raises(InjectedFailure):
+        Migrator(root, backend, hook=fail_at("committed")).migrate(new, request_id="r-2")
+    migrator.recover()  # the crash came after the commit: finished
+    done = migrator.recorded_outcome("r-2", new.epoch)
+    assert done is not None and done.committed
+    assert migrator.recorded_outcome("someone-else", new.epoch) is None

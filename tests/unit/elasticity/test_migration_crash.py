@@ -76,8 +76,10 @@ def test_sigkill_then_recover_keeps_every_key_once(tmp_path, worker_env, operati
         assert result.action == action
         layout = assert_owned_exactly_once(backend, root, expected)
         assert layout.epoch == (initial.epoch if action == "rolled_back" else initial.epoch + 1)
-        # The stage can rescale again after recovery.
-        Migrator(root, backend).migrate(layout.scale_out(1))
+        # The stage can rescale again after recovery (a rolled-back attempt's epoch is spent).
+        next_epoch = LayoutRegistry(Location.of(root)).next_epoch()
+        assert next_epoch == initial.epoch + 2
+        Migrator(root, backend).migrate(layout.scale_out(1).renumbered(next_epoch))
         assert_owned_exactly_once(backend, root, expected)
     finally:
         backend.close()
