@@ -24,9 +24,18 @@ def friendly_errors() -> Iterator[None]:
     from orchestration.stack.errors import StackError
     from pipelines.kafka_topics import KafkaUnavailableError, TopicMismatchError, UnknownTopicError
     from pipelines.settings import SettingsError
+    from pipelines.streams.files import CheckpointMismatch
 
     try:
         yield
-    except (StackError, SettingsError, KafkaUnavailableError, UnknownTopicError, TopicMismatchError, ValueError) as err:
+    except (
+        StackError,
+        SettingsError,
+        KafkaUnavailableError,
+        UnknownTopicError,
+        TopicMismatchError,
+        CheckpointMismatch,
+        ValueError,
+    ) as err:
         console.print(f"[bold red]error:[/] {err}")
         raise typer.Exit(code=1) from None

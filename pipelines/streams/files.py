@@ -16,6 +16,33 @@ from pipelines.streams.control import ControlChannel, RescaleRequest
 from pipelines.streams.spec import StreamSpec
 
 
+class CheckpointMismatch(RuntimeError):
+    """The query's checkpoint and the channels' state cannot both be right: starting would
+    take new input for replays (or replay input the state already holds)."""
+
+
+def checkpoint_mismatch(checkpoint: Path, planned: int | None, channel_batches: dict[int, int]) -> str | None:
+    """Why the checkpoint (newest planned batch id, None if it has none) does not fit the
+    channels' state (channel -> newest batch id it applied), or None if it fits.
+
+    A channel applies batch b only after Spark planned b, so no channel can be ahead of the
+    checkpoint's offsets log; one that is means the checkpoint was removed or restored from an
+    older copy, and its batch ids restart below the state's versions."""
+    ahead = {
+        channel: batch for channel, batch in channel_batches.items() if batch > (-1 if planned is None else planned)
+    }
+    if not ahead:
+        return None
+    known = "no batch" if planned is None else f"batches up to {planned}"
+    channel, batch = max(ahead.items(), key=lambda item: item[1])
+    return (
+        f"the checkpoint at {checkpoint} knows {known}, but channel {channel}'s state already holds batch {batch} "
+        f"({len(ahead)} channel(s) ahead): the checkpoint was removed or restored from an older copy, so new input "
+        "would be taken for replays. Restore the checkpoint that belongs to this state, or start the stream afresh by "
+        "removing its whole folder (checkpoint, state and layout together)."
+    )
+
+
 class StreamFiles:
     """The stream's folders as seen from outside its process."""
 
@@ -55,6 +82,11 @@ class StreamFiles:
         if not newest:
             return None
         return (time.time() if now_s is None else now_s) - max(newest)
+
+    def newest_planned_batch(self) -> int | None:
+        """The newest batch id the query's offsets log planned (None: no checkpoint yet)."""
+        planned = self._batch_ids("offsets")
+        return planned[-1] if planned else None
 
     def batch_in_flight(self) -> int | None:
         """The id of a batch whose offsets are planned but not committed (a stop mid-batch)."""

@@ -32,6 +32,7 @@ from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, place
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.control import ControlChannel, RescaleRequest
+from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
 from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
 from pipelines.streams.spec import StreamSpec
@@ -102,10 +103,20 @@ class ElasticStream:
         )
         Location.of(self.spec.elastic_root).ensure()
         self.registry.initialize(Layout.uniform(self.spec.channels))
+        self.check_checkpoint()
         recovered = self.migrator().recover()
         if recovered.action != "nothing":
             log.warning("recovered an interrupted rescale: %s", recovered)
         return self.registry.committed()
+
+    def check_checkpoint(self) -> None:
+        """Refuse to start when the checkpoint and the channels' state cannot both be right."""
+        backend = self.migrator().backend
+        applied = {channel: backend.open(channel).version.batch for channel in backend.channels()}
+        files = StreamFiles(self.spec)
+        problem = checkpoint_mismatch(files.checkpoint, files.newest_planned_batch(), applied)
+        if problem is not None:
+            raise CheckpointMismatch(f"stream {self.spec.name}: {problem}")
 
     def start(self) -> StreamingQuery:
         self.prepare()
