@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from benchmarks.cli import bench_app
+from benchmarks.soak_command import soak_command
 from orchestration.cli.backfill import backfill_command
 from orchestration.cli.infra import infra_app, topics_app, ui_command
 from orchestration.cli.load import load_app
@@ -27,5 +28,6 @@ app.add_typer(stream_app, name="stream")
 app.add_typer(load_app, name="load")
 app.command("ui")(ui_command)
 app.command("backfill")(backfill_command)
+app.command("soak")(soak_command)
 
 __all__ = ["app"]

@@ -1,0 +1,529 @@
+"""`esp soak`'s engine: a word-count stream on the real stack, killed and rescaled at seeded
+random times, then checked against the input topic itself.
+
+The soak owns everything it touches: a private KRaft broker, a stream run by `esp stream run`
+in its own process group, a producer with a seeded varying load. A seeded schedule picks one
+fault at a time (`FAULTS`), waits a random gap, and records what it did. After the last fault
+the stream catches up and the checks run:
+
+- results equal the oracle (every word counted in the input topic, by the same batch code
+  the tests use): `lost` words counted too low, `doubled` words counted too high;
+- every key stored once, by its owner in the committed layout; no channel outside it keeps
+  state; no migration pending; every migration journal ended (complete or rolled back);
+- every rescale request answered exactly once;
+- the second driver was refused each time, naming the holder.
+
+Each violation is one sentence in the report's `violations`. What the soak does not cover yet is
+said in RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+from orchestration.stack.kafka_broker import KafkaBroker
+from pipelines.streams.names import checkpoint_path, control_path, elastic_path, results_table_path
+
+FAULTS = ("driver", "driver_mid_batch_with_request", "python_worker", "broker", "second_driver", "rescale")
+KEYS = 2_000
+
+
+@dataclass(frozen=True)
+class SoakOptions:
+    minutes: float
+    seed: int
+    folder: Path
+    bootstrap: str
+    config: Path
+    min_gap_s: float = 4.0
+    max_gap_s: float = 20.0
+    peak_lines_per_s: float = 400.0
+
+
+@dataclass
+class Event:
+    at_s: float
+    kind: str
+    detail: str
+
+
+@dataclass
+class SoakReport:
+    seed: int
+    minutes: float
+    events: list[Event] = field(default_factory=list)
+    lag: list[tuple[float, int]] = field(default_factory=list)
+    channels: list[tuple[float, int]] = field(default_factory=list)
+    requests: dict[str, str] = field(default_factory=dict)
+    lost: int = 0
+    doubled: int = 0
+    words_checked: int = 0
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def kills(self) -> Counter[str]:
+        return Counter(e.kind for e in self.events if e.kind != "rescale")
+
+    @property
+    def rescales(self) -> int:
+        return sum(1 for status in self.requests.values() if status == "committed")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rescales": self.rescales,
+            "kills": sum(self.kills.values()),
+            "kills_by_point": dict(self.kills),
+            "lost": self.lost,
+            "doubled": self.doubled,
+            "violations": self.violations,
+            "words_checked": self.words_checked,
+            "requests": self.requests,
+            "seed": self.seed,
+            "minutes": self.minutes,
+            "events": [asdict(e) for e in self.events],
+        }
+
+
+class BrokerHandle:
+    """The soak's private KRaft broker, which it kills and restarts."""
+
+    def __init__(self, broker: KafkaBroker) -> None:
+        self.broker = broker
+
+    def kill(self) -> None:
+        pid = self.broker.running_pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                psutil.Process(pid).wait(timeout=30)
+            except (ProcessLookupError, psutil.NoSuchProcess):
+                pass
+
+    def start(self) -> None:
+        self.broker.up()
+
+    def answers(self) -> bool:
+        return self.broker.status().answering
+
+
+class StreamProcess:
+    """One `esp stream run` of the soak's stream, in its own process group."""
+
+    def __init__(self, options: SoakOptions, topic: str, log: Path) -> None:
+        self.options, self.topic, self.log = options, topic, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.options.folder / "stream"
+
+    def command(self) -> list[str]:
+        esp = str(Path(sys.executable).parent / "esp")
+        return [
+            *(esp, "stream", "run", "--config", str(self.options.config), "--name", "soak", "--topic", self.topic),
+            *("--root", str(self.root), "--channels", "2", "--trigger", "0.5"),
+            *("--max-offsets", "2000", "--service-ms", "0.2", "--observe-every", "30"),
+        ]
+
+    def start(self) -> subprocess.Popen[bytes]:
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return self.process
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # stragglers (Python workers) of a graceful stop
+        except ProcessLookupError:
+            pass
+
+    def python_workers(self) -> list[psutil.Process]:
+        if not self.alive() or self.process is None:
+            return []
+        children = psutil.Process(self.process.pid).children(recursive=True)
+        return [c for c in children if "pyspark.worker" in " ".join(_cmdline(c)) and c.ppid() != 1]
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+
+
+def batch_ids(checkpoint: Path, folder: str) -> list[int]:
+    path = checkpoint / folder
+    return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
+
+
+def channels_holding(elastic: Path, batch_id: int) -> bool:
+    from elasticity.state.records import Version
+
+    for changelog in (elastic / "channels").glob("channel=*/changelog"):
+        if any(Version.parse(p.name).batch >= batch_id for p in changelog.glob("b*.arrow")):
+            return True
+    return False
+
+
+class Load:
+    """A seeded varying load of word lines; the input topic itself is the ledger."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int, peak: float) -> None:
+        self.bootstrap, self.topic, self.peak = bootstrap, topic, peak
+        self.random = random.Random(seed)
+        self.stop = threading.Event()
+        self.sent = 0
+        self.failed = 0
+        self.thread = threading.Thread(target=self._run, name="soak-load", daemon=True)
+
+    def _line(self) -> bytes:
+        words = (f"w{min(int(self.random.paretovariate(1.2)), KEYS)}" for _ in range(self.random.randint(1, 6)))
+        return " ".join(words).encode()
+
+    def _run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=20, acks="all", retries=0)
+        started = time.monotonic()
+        while not self.stop.is_set():
+            phase = (time.monotonic() - started) / 60.0
+            rate = self.peak * (0.35 + 0.65 * abs(((phase * 0.9) % 2.0) - 1.0))
+            for _ in range(max(1, int(rate / 10))):
+                future = producer.send(self.topic, value=self._line())
+                future.add_errback(self._count_failure)
+                self.sent += 1
+            time.sleep(0.1)
+        producer.flush(timeout=30)
+        producer.close(timeout=30)
+
+    def _count_failure(self, _error: Exception) -> None:
+        # A record the broker never took is in no one's ledger: the oracle reads the topic.
+        self.failed += 1
+
+
+class Soak:
+    """One soak run: faults on a schedule, a monitor that restarts a dead stream, then checks."""
+
+    def __init__(self, options: SoakOptions, broker: BrokerHandle, topic: str, progress: Callable[[str], None]) -> None:
+        self.options, self.broker, self.topic, self.progress = options, broker, topic, progress
+        self.random = random.Random(options.seed)
+        self.report = SoakReport(seed=options.seed, minutes=options.minutes)
+        self.stream = StreamProcess(options, topic, options.folder / "stream.log")
+        self.started = time.monotonic()
+        self.keep_running = threading.Event()
+        self.monitor_stop = threading.Event()
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> SoakReport:
+        load = Load(self.options.bootstrap, self.topic, self.options.seed, self.options.peak_lines_per_s)
+        load.thread.start()
+        self.keep_running.set()
+        self.stream.start()
+        monitor = threading.Thread(target=self._monitor, name="soak-monitor", daemon=True)
+        monitor.start()
+        deadline = self.started + self.options.minutes * 60
+        try:
+            self._wait_for_first_batch()
+            while time.monotonic() < deadline:
+                self._sleep(self.random.uniform(self.options.min_gap_s, self.options.max_gap_s))
+                if time.monotonic() >= deadline:
+                    break
+                fault = self.random.choice(FAULTS)
+                self.progress(f"{self._now():6.0f} s: {fault}")
+                getattr(self, f"_fault_{fault}")()
+        finally:
+            load.stop.set()
+            load.thread.join(timeout=60)
+        self._catch_up()
+        self.keep_running.clear()
+        self.monitor_stop.set()
+        monitor.join(timeout=10)
+        self.stream.kill(signal.SIGTERM)
+        self._check_state()
+        return self.report
+
+    def _now(self) -> float:
+        return time.monotonic() - self.started
+
+    def _event(self, kind: str, detail: str) -> None:
+        self.report.events.append(Event(round(self._now(), 2), kind, detail))
+
+    def _sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    def _monitor(self) -> None:
+        """Restart a stream that died (the Dagster supervisor's job in production); sample lag."""
+        from pipelines.kafka_topics import end_offsets
+        from pipelines.streams.metrics import checkpoint_offsets
+
+        while not self.monitor_stop.wait(2.0):
+            if self.keep_running.is_set() and not self.stream.alive():
+                self.stream.kill()
+                self.stream.start()
+            try:
+                end = end_offsets(self.options.bootstrap, self.topic)
+                done = checkpoint_offsets(str(checkpoint_path(self.stream.root)), self.topic)
+                self.report.lag.append((round(self._now(), 1), sum(end.values()) - sum(done.values())))
+            except Exception:  # the broker may be down on purpose; the lag is then unknown
+                pass
+            layout = self._committed_layout()
+            if layout is not None:
+                self.report.channels.append((round(self._now(), 1), layout.n_channels))
+
+    def _wait_for_first_batch(self, timeout_s: float = 300) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not batch_ids(checkpoint_path(self.stream.root), "commits"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the soak's stream committed no batch in {timeout_s:.0f} s; see {self.stream.log}")
+            time.sleep(0.5)
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def _fault_driver(self) -> None:
+        self._sleep(self.random.uniform(0, 3))
+        self.stream.kill()
+        self._event("driver", "SIGKILL of the stream's process group at a random time")
+        self.stream.start()
+
+    def _fault_driver_mid_batch_with_request(self) -> None:
+        checkpoint, elastic = checkpoint_path(self.stream.root), elastic_path(self.stream.root)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            planned, committed = batch_ids(checkpoint, "offsets"), batch_ids(checkpoint, "commits")
+            in_flight = planned[-1] if planned and (not committed or planned[-1] > committed[-1]) else None
+            if in_flight is not None and channels_holding(elastic, in_flight) and self.stream.alive():
+                self.stream.kill()
+                target = self._request_rescale()
+                self._event("driver_mid_batch_with_request", f"batch {in_flight} held by a channel; {target} waiting")
+                self.stream.start()
+                return
+            time.sleep(0.02)
+        self._fault_driver()  # no such window came: a plain kill instead
+
+    def _fault_python_worker(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            workers = self.stream.python_workers()
+            if workers:
+                victim = self.random.choice(workers)
+                try:
+                    victim.send_signal(signal.SIGKILL)
+                except psutil.NoSuchProcess:
+                    continue
+                self._event("python_worker", f"SIGKILL of Python worker {victim.pid} during the stage")
+                return
+            time.sleep(0.05)
+
+    def _fault_broker(self) -> None:
+        down_s = self.random.uniform(5, 30)
+        self.broker.kill()
+        self._event("broker", f"SIGKILL of the broker, restarted after {down_s:.0f} s")
+        self._sleep(down_s)
+        self.broker.start()
+
+    def _fault_second_driver(self) -> None:
+        second = StreamProcess(self.options, self.topic, self.options.folder / "second-driver.log")
+        process = second.start()
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            second.kill()
+            self.report.violations.append(f"a second driver ran for 120 s beside the first ({second.log})")
+        else:
+            refused = process.returncode != 0 and "held by" in second.log.read_text()[-4000:]
+            if not refused:
+                self.report.violations.append(
+                    f"a second driver was not refused with the holder named (exit {process.returncode}, {second.log})"
+                )
+        second.kill()
+        self._event("second_driver", "a second `esp stream run` on the same stream")
+
+    def _fault_rescale(self) -> None:
+        target = self._request_rescale()
+        if target:
+            self._event("rescale", target)
+
+    # -- rescale requests --------------------------------------------------------------------
+
+    def _committed_layout(self):  # -> Layout | None
+        from elasticity.migration import LayoutRegistry, RegistryError
+        from elasticity.state import Location
+
+        try:
+            return LayoutRegistry(Location.of(str(elastic_path(self.stream.root)))).committed()
+        except (RegistryError, FileNotFoundError, ValueError):
+            return None
+
+    def _request_rescale(self) -> str:
+        from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+
+        control = ControlChannel(str(control_path(self.stream.root)))
+        layout = self._committed_layout()
+        if layout is None or control.take_request() is not None:
+            return ""
+        channels = list(layout.channels)
+        options = [RescaleTarget(op="scale_to", channels=n) for n in range(1, 7) if n != len(channels)]
+        options += [RescaleTarget(op="split", channel=c) for c in channels if len(channels) < 6]
+        options += [RescaleTarget(op="merge", channel=c) for c in channels if len(channels) > 1]
+        target = self.random.choice(options)
+        request = RescaleRequest(target=target, reason="soak", base_epoch=layout.epoch)
+        control.request(request)
+        self.report.requests[request.request_id] = "waiting"
+        return f"{target.op} {target.channels if target.op == 'scale_to' else target.channel}"
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def _catch_up(self, timeout_s: float = 600) -> None:
+        from pipelines.kafka_topics import end_offsets
+        from pipelines.streams.control import REQUEST
+        from pipelines.streams.metrics import checkpoint_offsets
+
+        self.progress("catching up")
+        if not self.broker.answers():
+            self.broker.start()
+        target = end_offsets(self.options.bootstrap, self.topic)
+        deadline = time.monotonic() + timeout_s
+        control = control_path(self.stream.root)
+        while time.monotonic() < deadline:
+            done = checkpoint_offsets(str(checkpoint_path(self.stream.root)), self.topic)
+            caught_up = all(done.get(p, -1) >= end for p, end in target.items())
+            if caught_up and not (control / REQUEST).exists():
+                return
+            time.sleep(1.0)
+        self.report.violations.append(f"the stream did not catch up within {timeout_s:.0f} s of the load's end")
+
+    def _check_state(self) -> None:
+        self.progress("checking")
+        self._check_requests()
+        self._check_journals()
+        streamed, stored = self._results(), self._stored_counts()
+        oracle = self._oracle()
+        self.report.words_checked = len(oracle)
+        self.report.lost = sum(1 for w, n in oracle.items() if streamed.get(w, 0) < n)
+        self.report.doubled = sum(1 for w, n in oracle.items() if streamed.get(w, 0) > n)
+        self.report.doubled += sum(1 for w in streamed if w not in oracle)
+        wrong_state = [w for w, n in oracle.items() if stored.get(w) != n]
+        if wrong_state:
+            self.report.violations.append(
+                f"{len(wrong_state)} word(s) whose stored state differs from the input, e.g. {wrong_state[:3]}"
+            )
+
+    def _check_requests(self) -> None:
+        control = control_path(self.stream.root)
+        for request_id in self.report.requests:
+            results = list(control.glob(f"result-{request_id}.json"))
+            if len(results) != 1:
+                self.report.violations.append(f"rescale request {request_id} has {len(results)} answers")
+                continue
+            self.report.requests[request_id] = str(json.loads(results[0].read_text()).get("status"))
+
+    def _check_journals(self) -> None:
+        from elasticity.migration import LayoutRegistry
+        from elasticity.migration.journal import TERMINAL_PHASES
+        from elasticity.state import Location
+
+        elastic = elastic_path(self.stream.root)
+        if LayoutRegistry(Location.of(str(elastic))).pending() is not None:
+            self.report.violations.append("a migration is still pending after the soak")
+        for journal in sorted((elastic / "migrations").glob("epoch=*/journal")):
+            phases = [p.name.split("-", 1)[1].removesuffix(".json") for p in sorted(journal.glob("*.json"))]
+            if phases and not any(p in {t.value for t in TERMINAL_PHASES} for p in phases):
+                self.report.violations.append(f"migration journal {journal} never ended: {phases}")
+
+    def _stored_counts(self) -> dict[str, int]:
+        """Every key's stored count, checking each is stored once and by its owner."""
+        from elasticity.hashing import hash_str
+        from elasticity.state import HistoryBackend, Int64Codec
+
+        layout = self._committed_layout()
+        if layout is None:
+            self.report.violations.append("no committed layout after the soak")
+            return {}
+        backend = HistoryBackend(Int64Codec(), durable=str(elastic_path(self.stream.root)))
+        stored: dict[str, int] = {}
+        for channel in backend.channels():
+            items = list(backend.open(channel).items())
+            if channel not in layout.channels:
+                if items:
+                    self.report.violations.append(
+                        f"channel {channel} is outside the layout but keeps {len(items)} keys"
+                    )
+                continue
+            for key, value in items:
+                if key in stored:
+                    self.report.violations.append(f"key {key!r} is stored twice")
+                if layout.owner(hash_str(key)) != channel:
+                    self.report.violations.append(f"key {key!r} is stored by channel {channel}, not its owner")
+                stored[key] = int(value)
+        backend.close()
+        return stored
+
+    def _results(self) -> dict[str, int]:
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        table = ds.dataset(str(results_table_path(self.stream.root)), partitioning="hive").to_table(
+            columns=["word", "count", "batch_id"]
+        )
+        newest = table.group_by("word").aggregate([("batch_id", "max")])
+        joined = table.join(newest, keys=["word"]).filter(pc.equal(pc.field("batch_id"), pc.field("batch_id_max")))
+        return dict(zip(joined["word"].to_pylist(), joined["count"].to_pylist()))
+
+    def _oracle(self) -> dict[str, int]:
+        """Every word of the input topic, read back from the broker (the ledger of what was produced)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        from pipelines.kafka_topics import end_offsets
+        from pipelines.probes import PROBE_KAFKA_KEY
+
+        end = end_offsets(self.options.bootstrap, self.topic)
+        consumer = KafkaConsumer(bootstrap_servers=self.options.bootstrap, enable_auto_commit=False)
+        partitions = [TopicPartition(self.topic, p) for p in end]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        counts: Counter[str] = Counter()
+        remaining = {p for p, offset in end.items() if offset > 0}
+        deadline = time.monotonic() + 600
+        while remaining:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"could not read the input topic back to its end (partitions {sorted(remaining)} left)"
+                )
+            for tp, records in consumer.poll(timeout_ms=2000).items():
+                for record in records:
+                    if record.offset + 1 >= end[tp.partition]:
+                        remaining.discard(tp.partition)
+                    if record.offset >= end[tp.partition] or record.key == PROBE_KAFKA_KEY:
+                        continue
+                    counts.update(w[:200] for w in (record.value or b"").decode("utf-8", "replace").split())
+        consumer.close()
+        return dict(counts)
