@@ -12,12 +12,13 @@ PYTEST_ARGS ?=
 export GX_ANALYTICS_ENABLED := false
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install jars lint test test-unit test-integration demo demo-stop ui clean help
+.PHONY: install jars lint test test-unit test-integration soak demo demo-stop ui clean help
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
 	@echo "make test   install, lint (ruff, mypy) and run all tests (unit, integration on the real broker and Spark, Dagster)"
 	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
+	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 
 $(VENV)/bin/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
@@ -52,6 +53,12 @@ test-unit: install
 
 test-integration: install jars
 	$(BIN)/python -m pytest tests/integration -q $(PYTEST_ARGS)
+
+# The long soak: not part of `make test` (a 2-minute one is); SOAK_MINUTES and SOAK_SEED override.
+SOAK_MINUTES ?= 30
+SOAK_SEED ?= 7
+soak: install jars
+	$(ESP) soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED) --json benchmarks/results/soak.json
 
 demo: install jars
 	bash infra/demo.sh

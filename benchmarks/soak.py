@@ -51,6 +51,7 @@ class SoakOptions:
     min_gap_s: float = 4.0
     max_gap_s: float = 20.0
     peak_lines_per_s: float = 400.0
+    faults: tuple[str, ...] = FAULTS
 
 
 @dataclass
@@ -210,18 +211,26 @@ class Load:
 
     def _run(self) -> None:
         from kafka import KafkaProducer
+        from kafka.errors import KafkaError
 
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=20, acks="all", retries=0)
         started = time.monotonic()
         while not self.stop.is_set():
             phase = (time.monotonic() - started) / 60.0
             rate = self.peak * (0.35 + 0.65 * abs(((phase * 0.9) % 2.0) - 1.0))
-            for _ in range(max(1, int(rate / 10))):
-                future = producer.send(self.topic, value=self._line())
-                future.add_errback(self._count_failure)
-                self.sent += 1
+            try:
+                for _ in range(max(1, int(rate / 10))):
+                    future = producer.send(self.topic, value=self._line())
+                    future.add_errback(self._count_failure)
+                    self.sent += 1
+            except KafkaError:  # the broker is down on purpose: the load waits for it
+                self.failed += 1
+                time.sleep(1.0)
             time.sleep(0.1)
-        producer.flush(timeout=30)
+        try:
+            producer.flush(timeout=30)
+        except KafkaError:
+            self.failed += 1
         producer.close(timeout=30)
 
     def _count_failure(self, _error: Exception) -> None:
@@ -257,7 +266,7 @@ class Soak:
                 self._sleep(self.random.uniform(self.options.min_gap_s, self.options.max_gap_s))
                 if time.monotonic() >= deadline:
                     break
-                fault = self.random.choice(FAULTS)
+                fault = self.random.choice(self.options.faults)
                 self.progress(f"{self._now():6.0f} s: {fault}")
                 getattr(self, f"_fault_{fault}")()
         finally:

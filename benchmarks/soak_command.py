@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from benchmarks.soak import BrokerHandle, Soak, SoakOptions, SoakReport
+from benchmarks.soak import FAULTS, BrokerHandle, Soak, SoakOptions, SoakReport
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
 KIND_COLOURS = {
@@ -46,15 +46,21 @@ def soak_command(
     min_gap: float = typer.Option(4.0, min=0.5, help="Shortest pause between two faults, seconds."),
     max_gap: float = typer.Option(20.0, min=1.0, help="Longest pause between two faults, seconds."),
     peak: float = typer.Option(400.0, min=10.0, help="Peak input, lines/s (the load varies below it)."),
+    faults: str = typer.Option(
+        ",".join(FAULTS), help="Comma-separated faults to draw from: " + ", ".join(FAULTS) + "."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Kill and rescale a stream at seeded random times; check nothing was lost or doubled."""
     from orchestration.stack.project import load_settings
 
     with friendly_errors():
+        chosen = tuple(f.strip() for f in faults.split(",") if f.strip())
+        if not chosen or (unknown := set(chosen) - set(FAULTS)):
+            raise ValueError(f"--faults: unknown or no fault {sorted(unknown) if chosen else ''}; known: {FAULTS}")
         settings = load_settings(config)
         with tempfile.TemporaryDirectory(prefix="esp-soak-") as folder:
-            report = _run(settings, Path(folder), minutes, seed, (min_gap, max(max_gap, min_gap)), peak)
+            report = _run(settings, Path(folder), minutes, seed, (min_gap, max(max_gap, min_gap)), peak, chosen)
     json_out.parent.mkdir(parents=True, exist_ok=True)
     results = report.to_json()
     json_out.write_text(json.dumps(results, indent=2))
@@ -66,7 +72,9 @@ def soak_command(
         raise typer.Exit(code=1)
 
 
-def _run(settings, folder: Path, minutes: float, seed: int, gaps: tuple[float, float], peak: float) -> SoakReport:
+def _run(
+    settings, folder: Path, minutes: float, seed: int, gaps: tuple[float, float], peak: float, faults: tuple[str, ...]
+) -> SoakReport:
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.kafka_broker import KafkaBroker
     from orchestration.stack.project import jvm_layout
@@ -99,6 +107,7 @@ def _run(settings, folder: Path, minutes: float, seed: int, gaps: tuple[float, f
             min_gap_s=gaps[0],
             max_gap_s=gaps[1],
             peak_lines_per_s=peak,
+            faults=faults,
         )
         with console.status("soaking…") as status:
             soak = Soak(options, BrokerHandle(broker), topic, lambda text: status.update(f"soak: {text}"))

@@ -217,6 +217,9 @@ def new_cluster_id(random_uuid=uuid.uuid4) -> str:
 
 def ensure_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the broker binds: connections of a killed broker left in TIME_WAIT do not hold the
+        # port (without this, a restart within a minute of a crash was refused).
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as err:

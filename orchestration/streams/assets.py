@@ -48,6 +48,7 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
         esp_settings: EspSettingsResource,
         spark: EspSparkResource,
     ) -> MaterializeResult:
+        from pipelines.streams.heartbeat import HeartbeatWriter
         from pipelines.streams.service import StreamService
 
         spec = stream_spec(
@@ -66,7 +67,12 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
             context.log_event(AssetObservation(asset_key=key, metadata=observation.as_metadata()))
 
         context.log.info("starting stream %s on topic %s with state under %s", spec.name, spec.input_topic, spec.root)
-        service.run(config.observe_every_s, observe, max_runtime_s=config.max_runtime_s)
+        # The supervisor takes this run for dead when the beats stop (see orchestration.streams.supervisor).
+        heartbeat = HeartbeatWriter(spec.control_dir).start()
+        try:
+            service.run(config.observe_every_s, observe, max_runtime_s=config.max_runtime_s)
+        finally:
+            heartbeat.stop()
         last = observations[-1].as_metadata() if observations else {}
         return MaterializeResult(metadata={"observations": len(observations), **last})
 
