@@ -36,6 +36,8 @@ class Observation:
     rejected_records: int
     state_keys: int = 0
     state_bytes: int = 0
+    probe_failures_in_a_row: int = 0
+    """Probe rounds the emitter failed to send since its last good one (a broker outage shows here)."""
 
     def as_metadata(self) -> dict[str, float | int]:
         return {
@@ -51,6 +53,7 @@ class Observation:
             "rejected_records": self.rejected_records,
             "state_keys": self.state_keys,
             "state_bytes": self.state_bytes,
+            "probe_failures_in_a_row": self.probe_failures_in_a_row,
         }
 
 
@@ -102,6 +105,7 @@ class StreamService:
             rejected_records=sum(m.rejected_records for m in recent),
             state_keys=sum(c.state_keys for c in last.per_channel) if last else 0,
             state_bytes=sum(c.state_bytes or 0 for c in last.per_channel) if last else 0,
+            probe_failures_in_a_row=self.probes.health().failures_in_a_row if self.probes is not None else 0,
         )
 
     def _lag(self, progress: dict | None) -> int:
