@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from elasticity.layout import Layout
+from elasticity.lease import Fence
 from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
 from pipelines.probes import is_probe
 from pipelines.streams.metrics import ChannelMetrics
@@ -68,6 +69,8 @@ class StageSpec:
     store_kind: str = "rocks"
     snapshot_every_batches: int = 25
     service_ms_per_record: float = 0.0
+    fence: Fence | None = None
+    """The driver's lease token: a task commits only while it is current (one writer per stream)."""
 
 
 KEY_HASH_SQL = "xxhash64(key) AS key_hash"
@@ -246,7 +249,12 @@ def worker_stores(spec: StageSpec) -> WorkerStores:
 
 
 def apply_deltas(
-    store: StateStore, batch_id: int, keys: list[str], hashes: list[int], increments: list[int]
+    store: StateStore,
+    batch_id: int,
+    keys: list[str],
+    hashes: list[int],
+    increments: list[int],
+    fence: Fence | None = None,
 ) -> list[int]:
     """Add the increments to the keys' counts in one batch transaction; the new totals."""
     tx = store.begin(batch_id)
@@ -260,6 +268,12 @@ def apply_deltas(
         total = int(tx.get(key, key_hash=key_hash) or 0) + n
         tx.put(key, total, key_hash=key_hash)
         totals.append(total)
+    if fence is not None:
+        try:
+            fence.check()  # a deposed driver's task fails here instead of writing (prepare is durable)
+        except BaseException:
+            tx.abort()
+            raise
     tx.prepare()
     tx.commit()
     return totals
@@ -298,7 +312,8 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
         probes = [sent for sent in rows["probe_sent_ms"] if sent is not None]
         store = worker_stores(spec).store_for(channel, layout.epoch, frozenset(previous_channels))
         keys = [rows["key"][i] for i in data]
-        totals = apply_deltas(store, batch_id, keys, [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data])
+        hashes, increments = [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data]
+        totals = apply_deltas(store, batch_id, keys, hashes, increments, spec.fence)
         records = sum(rows["n"][i] for i in data)
         if spec.service_ms_per_record > 0:
             # An I/O-bound stage (one external call per record): the task waits without using a

@@ -155,6 +155,7 @@ class Migrator:
         wall_clock: Callable[[], float] = time.time,
         max_workers: int = 4,
         count_keys: bool = True,
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self.root = root if isinstance(root, Location) else Location.of(root)
         self.backend = backend
@@ -164,6 +165,8 @@ class Migrator:
         self._wall_clock = wall_clock
         self._max_workers = max_workers
         self._count_keys = count_keys
+        # Checked before every layout write (stage, commit, rollback): one writer per stage.
+        self._fence = fence or (lambda: None)
 
     # ---- public API ---------------------------------------------------------------------------
     def migrate(self, new: Layout, *, allow_rebalance: bool = False, request_id: str | None = None) -> MigrationReport:
@@ -193,6 +196,7 @@ class Migrator:
             report.keys_total = sum(len(self.backend.open(c)) for c in old.channels)
         area, journal = self._area_and_journal(new.epoch)
         with self._timed(report, "plan"):
+            self._fence()
             self.registry.stage(new)
             self._hook("staged")
             for stale in plan.added:  # leftovers of an earlier channel with the same id
@@ -292,6 +296,7 @@ class Migrator:
         self, plan: MigrationPlan, area: MigrationArea, journal: Journal, report: MigrationReport
     ) -> None:
         with self._timed(report, "commit"):
+            self._fence()
             self.registry.commit(plan.epoch)
             self._hook("committed")
             journal.record(Phase.COMMITTED)
@@ -309,6 +314,7 @@ class Migrator:
         self.registry.clear_pending()
 
     def _rollback(self, plan: MigrationPlan, area: MigrationArea, journal: Journal) -> None:
+        self._fence()
         journal.record(Phase.ROLLING_BACK)
         for channel in plan.added:
             self.backend.drop(channel)

@@ -21,6 +21,7 @@ ConfigOption = Annotated[
 @contextmanager
 def friendly_errors() -> Iterator[None]:
     """Turn esp's own errors into one red line and exit code 1, instead of a stack trace."""
+    from elasticity.lease import LeaseHeld
     from orchestration.stack.errors import StackError
     from pipelines.kafka_topics import KafkaUnavailableError, TopicMismatchError, UnknownTopicError
     from pipelines.settings import SettingsError
@@ -35,6 +36,7 @@ def friendly_errors() -> Iterator[None]:
         UnknownTopicError,
         TopicMismatchError,
         CheckpointMismatch,
+        LeaseHeld,
         ValueError,
     ) as err:
         console.print(f"[bold red]error:[/] {err}")

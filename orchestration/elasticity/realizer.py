@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,23 @@ def rescale_online(spec: StreamSpec, target: RescaleTarget, reason: str, timeout
 
 def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dict[str, Any]:
     """Migrate a stopped stream's state to the target layout here, with the stream's own protocol."""
+    from elasticity.lease import LeaseHeld, acquire
+
+    # Held for the whole migration: a stream start meanwhile is refused, naming this process.
+    try:
+        lease = acquire(spec.elastic_root, f"offline rescale of {spec.name}")
+    except LeaseHeld as held:
+        raise OfflineRefused(f"stream {spec.name} is running or being rescaled: {held}") from None
+    try:
+        return _rescale_offline_leased(spec, target, reason, lease.fence.check if lease is not None else None)
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _rescale_offline_leased(
+    spec: StreamSpec, target: RescaleTarget, reason: str, fence: Callable[[], None] | None
+) -> dict[str, Any]:
     from elasticity.migration import Migrator
     from elasticity.state import Int64Codec, Location, MemoryBackend, RocksBackend
 
@@ -138,7 +156,7 @@ def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dic
         if spec.store_kind == "memory"
         else RocksBackend(codec, durable=spec.elastic_root, local_dir=str(scratch))
     )
-    migrator = Migrator(Location.of(spec.elastic_root), backend)
+    migrator = Migrator(Location.of(spec.elastic_root), backend, fence=fence)
     try:
         recovered = migrator.recover()
         plan = plan_rescale(migrator.registry.committed(), target, migrator.registry.next_epoch())

@@ -10,6 +10,7 @@ publishes again; records are keyed so consumers can keep the last value).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from elasticity.layout import Layout
+from elasticity.lease import Lease, acquire
 from elasticity.migration import Migrator, RecordedOutcome
 from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
@@ -66,6 +68,7 @@ class ElasticStream:
     _labels: dict[int, list[int]] = field(default_factory=dict)
     _producer: Any = None
     _migrator: Migrator | None = None
+    _lease: Lease | None = None
     _reports: Any = None
     _stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -102,12 +105,30 @@ class ElasticStream:
             ],
         )
         Location.of(self.spec.elastic_root).ensure()
-        self.registry.initialize(Layout.uniform(self.spec.channels))
-        self.check_checkpoint()
-        recovered = self.migrator().recover()
+        self._take_lease()
+        try:
+            self.registry.initialize(Layout.uniform(self.spec.channels))
+            self.check_checkpoint()
+            recovered = self.migrator().recover()
+        except BaseException:
+            self._release_lease()
+            raise
         if recovered.action != "nothing":
             log.warning("recovered an interrupted rescale: %s", recovered)
         return self.registry.committed()
+
+    def _take_lease(self) -> None:
+        """One writer per stream: LeaseHeld (naming the holder) if another process writes it."""
+        if self._lease is None:
+            self._lease = acquire(self.spec.elastic_root, f"stream driver of {self.spec.name}")
+            fence = self._lease.fence if self._lease is not None else None
+            self.stage = dataclasses.replace(self.stage, fence=fence)
+            self._migrator = None  # rebuilt with the fence
+
+    def _release_lease(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
 
     def check_checkpoint(self) -> None:
         """Refuse to start when the checkpoint and the channels' state cannot both be right."""
@@ -148,6 +169,7 @@ class ElasticStream:
         if self._migrator is not None:
             self._migrator.backend.close()
             self._migrator = None
+        self._release_lease()
 
     # -- one micro-batch ---------------------------------------------------------------------
 
@@ -280,7 +302,10 @@ class ElasticStream:
         already carry each channel's key count."""
         if self._migrator is None:
             backend = HistoryBackend(Int64Codec(), durable=self.spec.elastic_root)
-            self._migrator = Migrator(Location.of(self.spec.elastic_root), backend, count_keys=False, max_workers=8)
+            fence = self._lease.fence.check if self._lease is not None else None
+            self._migrator = Migrator(
+                Location.of(self.spec.elastic_root), backend, count_keys=False, max_workers=8, fence=fence
+            )
         return self._migrator
 
     def _apply_pending_rescale(self, batch_id: int) -> dict[str, Any] | None:

@@ -1,0 +1,57 @@
+"""One writer per stream, black-box through `esp stream run`: a second driver is refused naming
+the first, and a stream start is refused while an offline rescale holds the stream."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from elasticity.lease import acquire
+from pipelines.streams.names import checkpoint_path, elastic_path
+from tests.integration.streams import committed_batches, config_for, kill_group, produce, start_stream
+
+pytestmark = pytest.mark.integration
+
+
+def _args(topic: str, root) -> list[str]:
+    return ["--name", "one-writer", "--job", "wordcount", "--topic", topic, "--root", str(root), "--channels", "2"]
+
+
+def test_a_second_driver_is_refused_and_the_first_keeps_running(bootstrap, topic_factory, tmp_path):
+    topic = topic_factory("one-writer", partitions=2)
+    produce(bootstrap, topic, [f"x y{i % 20}" for i in range(500)])
+    config, root = config_for(tmp_path, bootstrap), tmp_path / "stream"
+    first = start_stream(config, tmp_path / "first.log", *_args(topic, root), "--trigger", "0.5")
+    try:
+        deadline = time.monotonic() + 180
+        while committed_batches(str(checkpoint_path(root))) < 1:
+            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()[-2000:]
+            time.sleep(0.5)
+        second = start_stream(config, tmp_path / "second.log", *_args(topic, root))
+        assert second.wait(timeout=180) != 0
+        refusal = (tmp_path / "second.log").read_text()
+        assert f"held by pid {first.pid}" in refusal and "stream driver of one-writer" in refusal, refusal[-2000:]
+        before = committed_batches(str(checkpoint_path(root)))
+        produce(bootstrap, topic, [f"after {i}" for i in range(100)])
+        deadline = time.monotonic() + 120
+        while committed_batches(str(checkpoint_path(root))) <= before:
+            assert first.poll() is None and time.monotonic() < deadline, "the first driver stopped"
+            time.sleep(0.5)
+    finally:
+        kill_group(first, signal.SIGKILL)
+
+
+def test_a_stream_start_is_refused_while_an_offline_rescale_holds_it(bootstrap, topic_factory, tmp_path):
+    topic = topic_factory("one-writer-offline", partitions=2)
+    config, root = config_for(tmp_path, bootstrap), tmp_path / "stream"
+    lease = acquire(str(elastic_path(root)), "offline rescale of one-writer")
+    assert lease is not None
+    try:
+        driver = start_stream(config, tmp_path / "driver.log", *_args(topic, root))
+        assert driver.wait(timeout=180) != 0
+        refusal = (tmp_path / "driver.log").read_text()
+        assert "offline rescale of one-writer" in refusal, refusal[-2000:]
+    finally:
+        lease.release()
