@@ -23,6 +23,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -37,8 +38,23 @@ import psutil
 from orchestration.stack.kafka_broker import KafkaBroker
 from pipelines.streams.names import checkpoint_path, control_path, elastic_path, results_table_path
 
-FAULTS = ("driver", "driver_mid_batch_with_request", "python_worker", "broker", "second_driver", "rescale")
+FAULTS = (
+    "driver",
+    "driver_mid_batch_with_request",
+    "python_worker",
+    "migration_phase",
+    "snapshot_write",
+    "broker",
+    "second_driver",
+    "rescale",
+)
+KILL_POINTS = tuple(f for f in FAULTS if f != "rescale")
+# The migration phases a kill can land after (each journal entry is published before the phase's work).
+MIGRATION_PHASES = ("planned", "donating", "donated", "collecting", "collected", "committed")
 KEYS = 2_000
+MALFORMED_SHARE = 0.01
+# Every this many batches a channel writes a snapshot (the stream's default, `snapshot_every_batches`).
+SNAPSHOT_EVERY_BATCHES = 25
 
 
 @dataclass(frozen=True)
@@ -48,10 +64,16 @@ class SoakOptions:
     folder: Path
     bootstrap: str
     config: Path
+    # The word-count stream as Dagster's catalog knows it, so the soak's control room (resize
+    # runs, sensors) acts on the very stream the soak runs.
+    stream_name: str = "wordcount"
     min_gap_s: float = 4.0
     max_gap_s: float = 20.0
     peak_lines_per_s: float = 400.0
     faults: tuple[str, ...] = FAULTS
+    # Besides the drawn faults, a manual rescale is requested this often (a random gap in the
+    # range), so a run rescales often enough to meet kills mid-migration and mid-replay.
+    rescale_gap_s: tuple[float, float] = (25.0, 60.0)
 
 
 @dataclass
@@ -61,6 +83,37 @@ class Event:
     detail: str
 
 
+@dataclass(frozen=True)
+class ResourceSample:
+    """What the stream holds at one moment: its process tree's open files and threads, and the
+    bytes of its durable folders (state, Spark checkpoint, migration area, control folder)."""
+
+    at_s: float
+    open_files: int
+    threads: int
+    state_bytes: int
+    checkpoint_bytes: int
+    migrations_bytes: int
+    control_bytes: int
+
+
+# A monitor sample every 2 s: 300 are 10 minutes, the shortest run whose quarters span several
+# stream restarts (shorter runs are not judged).
+MIN_SAMPLES = 300
+# What "flat" allows over a run: the last quarter's peak may exceed the second quarter's peak by
+# this factor plus this slack (restarts, a snapshot and its changelogs coexisting, Spark's
+# checkpoint retention filling up).
+FLAT_FACTOR = 1.5
+FLAT_SLACK = {
+    "open_files": 128,
+    "threads": 128,
+    "state_bytes": 4 << 20,
+    "checkpoint_bytes": 4 << 20,
+    "migrations_bytes": 1 << 20,
+    "control_bytes": 1 << 20,
+}
+
+
 @dataclass
 class SoakReport:
     seed: int
@@ -68,15 +121,18 @@ class SoakReport:
     events: list[Event] = field(default_factory=list)
     lag: list[tuple[float, int]] = field(default_factory=list)
     channels: list[tuple[float, int]] = field(default_factory=list)
+    resources: list[ResourceSample] = field(default_factory=list)
     requests: dict[str, str] = field(default_factory=dict)
     lost: int = 0
     doubled: int = 0
     words_checked: int = 0
+    dead_letters_expected: int = 0
+    dead_letters_found: int = 0
     violations: list[str] = field(default_factory=list)
 
     @property
     def kills(self) -> Counter[str]:
-        return Counter(e.kind for e in self.events if e.kind != "rescale")
+        return Counter(e.kind for e in self.events if e.kind in KILL_POINTS)
 
     @property
     def rescales(self) -> int:
@@ -91,10 +147,13 @@ class SoakReport:
             "doubled": self.doubled,
             "violations": self.violations,
             "words_checked": self.words_checked,
+            "dead_letters_expected": self.dead_letters_expected,
+            "dead_letters_found": self.dead_letters_found,
             "requests": self.requests,
             "seed": self.seed,
             "minutes": self.minutes,
             "events": [asdict(e) for e in self.events],
+            "resources": [asdict(r) for r in self.resources],
         }
 
 
@@ -129,12 +188,13 @@ class StreamProcess:
 
     @property
     def root(self) -> Path:
-        return self.options.folder / "stream"
+        return self.options.folder / "run" / "streams" / self.options.stream_name
 
     def command(self) -> list[str]:
         esp = str(Path(sys.executable).parent / "esp")
         return [
-            *(esp, "stream", "run", "--config", str(self.options.config), "--name", "soak", "--topic", self.topic),
+            *(esp, "stream", "run", "--config", str(self.options.config), "--name", self.options.stream_name),
+            *("--topic", self.topic),
             *("--root", str(self.root), "--channels", "2", "--trigger", "0.5"),
             *("--max-offsets", "2000", "--service-ms", "0.2", "--observe-every", "30"),
         ]
@@ -185,6 +245,63 @@ def batch_ids(checkpoint: Path, folder: str) -> list[int]:
     return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
 
 
+def _utf8(value: bytes | None) -> str | None:
+    """The record's text, or None for what word count rejects (a null value, invalid UTF-8)."""
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files below `folder` (files vanishing meanwhile are skipped)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except FileNotFoundError:
+            continue
+    return total
+
+
+def growth_violations(samples: list[ResourceSample]) -> list[str]:
+    """Resources that kept growing: the last quarter's median above the second quarter's median
+    by more than FLAT_FACTOR and the slack. Medians, because a rescale or a restart spikes every
+    figure for a moment; a leak moves the median. Fewer than MIN_SAMPLES samples say nothing."""
+    if len(samples) < MIN_SAMPLES:
+        return []
+    quarter = len(samples) // 4
+    second, last = samples[quarter : 2 * quarter], samples[-quarter:]
+    found = []
+    for name, slack in FLAT_SLACK.items():
+        before = statistics.median(getattr(s, name) for s in second)
+        after = statistics.median(getattr(s, name) for s in last)
+        if after > before * FLAT_FACTOR + slack:
+            found.append(f"{name} kept growing: median {before:.0f} in the second quarter, {after:.0f} in the last")
+    return found
+
+
+def _listing(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except FileNotFoundError:
+        return []
+
+
+def _ended(phases: list[str]) -> bool:
+    return any(p in {"complete", "rolled_back", "failed"} for p in phases)
+
+
+def _journal_phases(journal: Path) -> list[str]:
+    try:
+        names = sorted(p.name for p in journal.iterdir() if not p.name.startswith("."))
+    except FileNotFoundError:
+        return []
+    return [name.split("-", 1)[1].removesuffix(".json") for name in names]
+
+
 def channels_holding(elastic: Path, batch_id: int) -> bool:
     from elasticity.state.records import Version
 
@@ -205,7 +322,14 @@ class Load:
         self.failed = 0
         self.thread = threading.Thread(target=self._run, name="soak-load", daemon=True)
 
-    def _line(self) -> bytes:
+    def _line(self) -> bytes | None:
+        # About one record in a hundred is malformed: it must reach the dead-letter topic with its
+        # reason and never fail a batch. Null values and invalid UTF-8 are what word count rejects.
+        draw = self.random.random()
+        if draw < MALFORMED_SHARE / 2:
+            return None
+        if draw < MALFORMED_SHARE:
+            return b"\xff\xfe w1 " + str(self.random.randint(0, 9)).encode()
         words = (f"w{min(int(self.random.paretovariate(1.2)), KEYS)}" for _ in range(self.random.randint(1, 6)))
         return " ".join(words).encode()
 
@@ -220,7 +344,9 @@ class Load:
             rate = self.peak * (0.35 + 0.65 * abs(((phase * 0.9) % 2.0) - 1.0))
             try:
                 for _ in range(max(1, int(rate / 10))):
-                    future = producer.send(self.topic, value=self._line())
+                    line = self._line()
+                    # A null value needs a key (Kafka records need one of the two).
+                    future = producer.send(self.topic, key=None if line is not None else b"null", value=line)
                     future.add_errback(self._count_failure)
                     self.sent += 1
             except KafkaError:  # the broker is down on purpose: the load waits for it
@@ -249,6 +375,7 @@ class Soak:
         self.started = time.monotonic()
         self.keep_running = threading.Event()
         self.monitor_stop = threading.Event()
+        self.malformed: set[str] = set()  # topic:partition:offset of every record the stream must reject
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -262,10 +389,14 @@ class Soak:
         deadline = self.started + self.options.minutes * 60
         try:
             self._wait_for_first_batch()
+            next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
             while time.monotonic() < deadline:
                 self._sleep(self.random.uniform(self.options.min_gap_s, self.options.max_gap_s))
                 if time.monotonic() >= deadline:
                     break
+                if "rescale" in self.options.faults and time.monotonic() >= next_rescale:
+                    self._fault_rescale()
+                    next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
                 fault = self.random.choice(self.options.faults)
                 self.progress(f"{self._now():6.0f} s: {fault}")
                 getattr(self, f"_fault_{fault}")()
@@ -307,6 +438,32 @@ class Soak:
             layout = self._committed_layout()
             if layout is not None:
                 self.report.channels.append((round(self._now(), 1), layout.n_channels))
+            if self.stream.alive():
+                self.report.resources.append(self._sample_resources())
+
+    def _sample_resources(self) -> ResourceSample:
+        open_files = threads = 0
+        if self.stream.process is not None:
+            try:
+                root = psutil.Process(self.stream.process.pid)
+                for process in [root, *root.children(recursive=True)]:
+                    try:
+                        open_files += process.num_fds()
+                        threads += process.num_threads()
+                    except (psutil.NoSuchProcess, psutil.AccessDenied):
+                        continue
+            except psutil.NoSuchProcess:
+                pass
+        elastic = elastic_path(self.stream.root)
+        return ResourceSample(
+            at_s=round(self._now(), 1),
+            open_files=open_files,
+            threads=threads,
+            state_bytes=folder_bytes(elastic / "channels"),
+            checkpoint_bytes=folder_bytes(checkpoint_path(self.stream.root)),
+            migrations_bytes=folder_bytes(elastic / "migrations"),
+            control_bytes=folder_bytes(control_path(self.stream.root)),
+        )
 
     def _wait_for_first_batch(self, timeout_s: float = 300) -> None:
         deadline = time.monotonic() + timeout_s
@@ -351,6 +508,53 @@ class Soak:
                 self._event("python_worker", f"SIGKILL of Python worker {victim.pid} during the stage")
                 return
             time.sleep(0.05)
+
+    def _fault_migration_phase(self) -> None:
+        """Request a rescale and SIGKILL the driver as soon as its migration journals a chosen phase.
+
+        The kill lands a little after that phase was recorded, maybe after later ones too: the
+        event names the last phase the journal holds after the kill, which is the one that counts."""
+        phase = self.random.choice(MIGRATION_PHASES)
+        journals = elastic_path(self.stream.root) / "migrations"
+        known = {p.name for p in journals.glob("epoch=*")}
+        target = self._request_rescale()
+        if not target:
+            return
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.stream.alive():
+            fresh = [journals / name / "journal" for name in _listing(journals) if name not in known]
+            if not fresh:
+                time.sleep(0.005)
+                continue
+            journal = fresh[0]
+            reached: list[str] = []
+            while time.monotonic() < deadline and self.stream.alive():
+                reached = _journal_phases(journal)
+                if phase in reached or _ended(reached):
+                    break
+                time.sleep(0.0002)  # near-busy: phases of a small migration are milliseconds apart
+            if phase in reached:
+                self.stream.kill()
+                self._event("migration_phase", f"{target}: killed after {_journal_phases(journal)[-1]!r}")
+                self.stream.start()
+                return
+            known.add(journal.parent.name)  # rolled back or done before the phase: wait for another
+        self._event("rescale", f"{target} (its migration reached no {phase!r} to kill at)")
+
+    def _fault_snapshot_write(self) -> None:
+        """SIGKILL the driver while a channel writes a snapshot (seen as a temporary snapshot file)."""
+        elastic = elastic_path(self.stream.root)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and self.stream.alive():
+            writing = [p for p in elastic.glob("channels/channel=*/snapshot/.tmp-*")]
+            if writing:
+                self.stream.kill()
+                self._event("snapshot_write", f"SIGKILL while {writing[0].parent.parent.name} wrote {writing[0].name}")
+                self.stream.start()
+                return
+            time.sleep(0.001)
+        if self.stream.alive():
+            self._fault_driver()  # no snapshot write was caught in time: a plain kill instead
 
     def _fault_broker(self) -> None:
         down_s = self.random.uniform(5, 30)
@@ -450,6 +654,7 @@ class Soak:
 
     def _check_state(self) -> None:
         self.progress("checking")
+        self.report.violations.extend(growth_violations(self.report.resources))
         self._check_requests()
         self._check_journals()
         streamed, stored = self._results(), self._stored_counts()
@@ -458,11 +663,37 @@ class Soak:
         self.report.lost = sum(1 for w, n in oracle.items() if streamed.get(w, 0) < n)
         self.report.doubled = sum(1 for w, n in oracle.items() if streamed.get(w, 0) > n)
         self.report.doubled += sum(1 for w in streamed if w not in oracle)
+        self._check_dead_letters()
         wrong_state = [w for w, n in oracle.items() if stored.get(w) != n]
         if wrong_state:
             self.report.violations.append(
                 f"{len(wrong_state)} word(s) whose stored state differs from the input, e.g. {wrong_state[:3]}"
             )
+
+    def _check_dead_letters(self) -> None:
+        """Every rejected record is in the dead-letter topic with a reason, and nothing else is
+        (replays may repeat a dead letter: the topic is at-least-once, keyed by position)."""
+        from pipelines.streams.names import dead_letter_topic
+
+        letters = read_topic(self.options.bootstrap, dead_letter_topic(self.options.stream_name))
+        found: dict[str, str] = {}
+        for record in letters:
+            letter = json.loads(record.value)
+            position = f"{letter['source_topic']}:{letter['source_partition']}:{letter['source_offset']}"
+            found[position] = letter.get("reason") or ""
+        self.report.dead_letters_expected = len(self.malformed)
+        self.report.dead_letters_found = len(self.malformed & found.keys())
+        missing = sorted(self.malformed - found.keys())
+        if missing:
+            self.report.violations.append(
+                f"{len(missing)} rejected record(s) missing from the dead-letter topic, e.g. {missing[:3]}"
+            )
+        if unexpected := sorted(found.keys() - self.malformed):
+            self.report.violations.append(
+                f"{len(unexpected)} good record(s) in the dead-letter topic, e.g. {unexpected[:3]}"
+            )
+        if without := [p for p in self.malformed & found.keys() if not found[p]]:
+            self.report.violations.append(f"{len(without)} dead letter(s) without a reason, e.g. {without[:3]}")
 
     def _check_requests(self) -> None:
         control = control_path(self.stream.root)
@@ -526,31 +757,46 @@ class Soak:
         return dict(zip(joined["word"].to_pylist(), joined["count"].to_pylist()))
 
     def _oracle(self) -> dict[str, int]:
-        """Every word of the input topic, read back from the broker (the ledger of what was produced)."""
-        from kafka import KafkaConsumer, TopicPartition
+        """Every word of the input topic, read back from the broker (the ledger of what was produced).
 
-        from pipelines.kafka_topics import end_offsets
+        Records the pipeline must reject (null, invalid UTF-8) count no word; their positions are
+        kept in `self.malformed` for the dead-letter check."""
         from pipelines.probes import PROBE_KAFKA_KEY
 
-        end = end_offsets(self.options.bootstrap, self.topic)
-        consumer = KafkaConsumer(bootstrap_servers=self.options.bootstrap, enable_auto_commit=False)
-        partitions = [TopicPartition(self.topic, p) for p in end]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
         counts: Counter[str] = Counter()
-        remaining = {p for p, offset in end.items() if offset > 0}
-        deadline = time.monotonic() + 600
-        while remaining:
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"could not read the input topic back to its end (partitions {sorted(remaining)} left)"
-                )
-            for tp, records in consumer.poll(timeout_ms=2000).items():
-                for record in records:
-                    if record.offset + 1 >= end[tp.partition]:
-                        remaining.discard(tp.partition)
-                    if record.offset >= end[tp.partition] or record.key == PROBE_KAFKA_KEY:
-                        continue
-                    counts.update(w[:200] for w in (record.value or b"").decode("utf-8", "replace").split())
-        consumer.close()
+        for record in read_topic(self.options.bootstrap, self.topic):
+            if record.key == PROBE_KAFKA_KEY:
+                continue
+            line = _utf8(record.value)
+            if line is None:
+                self.malformed.add(f"{self.topic}:{record.partition}:{record.offset}")
+                continue
+            counts.update(w[:200] for w in line.split())
         return dict(counts)
+
+
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 600):  # -> list[ConsumerRecord]
+    """Every record of `topic` up to its end offsets now, partition by partition."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from pipelines.kafka_topics import end_offsets
+
+    end = end_offsets(bootstrap, topic)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    partitions = [TopicPartition(topic, p) for p in end]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    records = []
+    remaining = {p for p, offset in end.items() if offset > 0}
+    deadline = time.monotonic() + timeout_s
+    while remaining:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"could not read {topic} back to its end (partitions {sorted(remaining)} left)")
+        for tp, batch in consumer.poll(timeout_ms=2000).items():
+            for record in batch:
+                if record.offset + 1 >= end[tp.partition]:
+                    remaining.discard(tp.partition)
+                if record.offset < end[tp.partition]:
+                    records.append(record)
+    consumer.close()
+    return records

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ KIND_COLOURS = {
     "driver": "tab:red",
     "driver_mid_batch_with_request": "tab:purple",
     "python_worker": "tab:orange",
+    "migration_phase": "tab:pink",
+    "snapshot_write": "tab:olive",
     "broker": "tab:brown",
     "second_driver": "tab:gray",
     "rescale": "tab:green",
@@ -86,7 +87,7 @@ def _run(
     broker = KafkaBroker(kafka, folder / "run", jvm_layout(settings))
     broker.up()
     try:
-        topic = f"soak-{uuid.uuid4().hex[:8]}"
+        topic = "words"  # the catalog's word-count input: the broker is the soak's own
         ensure_topics(kafka.bootstrap_servers, [TopicSpec(name=topic, partitions=4)])
         stream_config = folder / "esp.json"
         stream_config.write_text(

@@ -43,6 +43,8 @@ class BatchMetrics:
     phase_ms: dict[str, float] = field(default_factory=dict)
     """Wall time of the batch's parts: rescale, then dead_letters, archive, late and stage,
     which run side by side (so they overlap)."""
+    metrics_dropped: int = 0
+    """Metrics records of earlier batches that could not be published (a broker outage)."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()

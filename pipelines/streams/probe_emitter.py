@@ -79,8 +79,8 @@ class ProbeEmitter(threading.Thread):
                 self._send_round(producer)
             except Exception as error:  # any failure of a round; the thread must outlive it
                 self._failed(error)
-                producer = _closed(producer)
-        _closed(producer)
+                producer = close_quietly(producer)
+        close_quietly(producer)
 
     def _next_wait_s(self) -> float:
         if self._failures_in_a_row == 0:
@@ -107,7 +107,7 @@ class ProbeEmitter(threading.Thread):
         self._last_sent_at = time.time()
 
 
-def _closed(producer: Any) -> None:
+def close_quietly(producer: Any) -> None:
     if producer is not None:
         try:
             producer.close(timeout=1)

@@ -37,6 +37,7 @@ from pipelines.streams.control import ControlChannel, RescaleRequest
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
 from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
+from pipelines.streams.metrics_publisher import MetricsPublisher
 from pipelines.streams.spec import StreamSpec
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class ElasticStream:
     query: StreamingQuery | None = None
     last_metrics: BatchMetrics | None = None
     _labels: dict[int, list[int]] = field(default_factory=dict)
-    _producer: Any = None
+    _publisher: MetricsPublisher | None = None
     _migrator: Migrator | None = None
     _lease: Lease | None = None
     _reports: Any = None
@@ -163,9 +164,9 @@ class ElasticStream:
             time.sleep(0.05)
         if self.query is not None and self.query.isActive:
             self.query.stop()
-        if self._producer is not None:
-            self._producer.close()
-            self._producer = None
+        if self._publisher is not None:
+            self._publisher.close()
+            self._publisher = None
         if self._migrator is not None:
             self._migrator.backend.close()
             self._migrator = None
@@ -430,11 +431,10 @@ class ElasticStream:
 
     def _publish(self, metrics: BatchMetrics) -> None:
         self.last_metrics = metrics
-        if self._producer is None:
-            from kafka import KafkaProducer
-
-            self._producer = KafkaProducer(bootstrap_servers=self.spec.bootstrap_servers, linger_ms=5)
-        self._producer.send(self.spec.metrics_topic, key=self.spec.name.encode(), value=metrics.to_json())
-        self._producer.flush(timeout=10)
+        if self._publisher is None:
+            self._publisher = MetricsPublisher(
+                self.spec.bootstrap_servers, self.spec.metrics_topic, self.spec.name.encode()
+            )
+        self._publisher.publish(metrics)  # a broker outage drops metrics, never the batch
         if self.on_metrics is not None:
             self.on_metrics(metrics)

@@ -6,42 +6,7 @@ import time
 
 from elasticity.layout import Layout
 from pipelines.streams.probe_emitter import ProbeEmitter
-
-
-class _Sent:
-    def get(self, timeout: float) -> None:
-        return None
-
-
-class FlakyBroker:
-    """Producers of a broker that is down while `down` is set, and counts what it took."""
-
-    def __init__(self) -> None:
-        self.down = False
-        self.taken = 0
-        self.producers = 0
-
-    def producer(self, bootstrap: str) -> FlakyBroker.Producer:
-        if self.down:
-            raise ConnectionError(f"no broker at {bootstrap}")
-        self.producers += 1
-        return FlakyBroker.Producer(self)
-
-    class Producer:
-        def __init__(self, broker: FlakyBroker) -> None:
-            self.broker = broker
-
-        def send(self, topic: str, key: bytes, value: bytes) -> _Sent:
-            if self.broker.down:
-                raise TimeoutError("broker went away")
-            self.broker.taken += 1
-            return _Sent()
-
-        def flush(self, timeout: float) -> None:
-            return None
-
-        def close(self, timeout: float) -> None:
-            return None
+from tests.fakes.kafka import FlakyBroker
 
 
 def _wait_until(condition, timeout_s: float = 5.0) -> None:
