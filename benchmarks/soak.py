@@ -656,7 +656,12 @@ class Soak:
         self.progress("checking")
         self.report.violations.extend(growth_violations(self.report.resources))
         self._check_requests()
-        self._check_journals()
+        migrated = self._check_journals()
+        for request_id, status in self.report.requests.items():
+            if status == "committed" and migrated[request_id] != 1:
+                self.report.violations.append(
+                    f"request {request_id} answered committed, migrated {migrated[request_id]} times"
+                )
         streamed, stored = self._results(), self._stored_counts()
         oracle = self._oracle()
         self.report.words_checked = len(oracle)
@@ -696,26 +701,38 @@ class Soak:
             self.report.violations.append(f"{len(without)} dead letter(s) without a reason, e.g. {without[:3]}")
 
     def _check_requests(self) -> None:
+        from pipelines.streams.control import ControlChannel
+
         control = control_path(self.stream.root)
         for request_id in self.report.requests:
             results = list(control.glob(f"result-{request_id}.json"))
             if len(results) != 1:
                 self.report.violations.append(f"rescale request {request_id} has {len(results)} answers")
                 continue
-            self.report.requests[request_id] = str(json.loads(results[0].read_text()).get("status"))
+            answer = ControlChannel(str(control)).result(request_id)
+            self.report.requests[request_id] = str(answer["status"] if answer is not None else None)
 
-    def _check_journals(self) -> None:
+    def _check_journals(self) -> Counter[str]:
+        """No migration pending, every journal ended, and no request migrated more than once."""
         from elasticity.migration import LayoutRegistry
-        from elasticity.migration.journal import TERMINAL_PHASES
+        from elasticity.migration.journal import Journal, Phase
         from elasticity.state import Location
 
-        elastic = elastic_path(self.stream.root)
-        if LayoutRegistry(Location.of(str(elastic))).pending() is not None:
+        elastic = Location.of(str(elastic_path(self.stream.root)))
+        if LayoutRegistry(elastic).pending() is not None:
             self.report.violations.append("a migration is still pending after the soak")
-        for journal in sorted((elastic / "migrations").glob("epoch=*/journal")):
-            phases = [p.name.split("-", 1)[1].removesuffix(".json") for p in sorted(journal.glob("*.json"))]
-            if phases and not any(p in {t.value for t in TERMINAL_PHASES} for p in phases):
-                self.report.violations.append(f"migration journal {journal} never ended: {phases}")
+        committed_by: Counter[str] = Counter()
+        for name in elastic.child("migrations").names():
+            journal = Journal(elastic.child("migrations", name, "journal"), time.time)
+            entries = journal.entries()
+            if entries and not journal.is_finished():
+                self.report.violations.append(f"migration journal {name} never ended: {journal.phases()}")
+            if entries and journal.has(Phase.COMMITTED) and entries[0].get("request_id"):
+                committed_by[entries[0]["request_id"]] += 1
+        for request_id, times in committed_by.items():
+            if times > 1:
+                self.report.violations.append(f"request {request_id} was migrated {times} times")
+        return committed_by
 
     def _stored_counts(self) -> dict[str, int]:
         """Every key's stored count, checking each is stored once and by its owner."""

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import xxhash
 
-from elasticity.state.files import Location
+from elasticity.state.files import CorruptFile, Location
 from elasticity.state.records import concat_entries
 
 _MANIFEST = "manifest.json"
@@ -68,7 +68,7 @@ class MigrationArea:
         where = self._from(source)
         if not where.exists(_MANIFEST):
             return None
-        return [DonatedFile(**f) for f in json.loads(where.read_bytes(_MANIFEST))["files"]]
+        return [DonatedFile(**f) for f in where.read_json(_MANIFEST)["files"]]
 
     def donor_problems(self, source: int, targets: list[int]) -> list[str]:
         """Problems with one donor's donation ([] = complete and intact)."""
@@ -84,7 +84,11 @@ class MigrationArea:
             if not where.exists(f.name):
                 problems.append(f"donor {source}: {f.name} missing")
                 continue
-            data = where.read_bytes(f.name)
+            try:
+                data = where.read_bytes(f.name)
+            except CorruptFile as corrupt:
+                problems.append(f"donor {source}: {corrupt.problem} in {f.name}")
+                continue
             if len(data) != f.bytes or xxhash.xxh3_64_hexdigest(data) != f.checksum:
                 problems.append(f"donor {source}: {f.name} is corrupt")
         return problems

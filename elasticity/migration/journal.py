@@ -42,7 +42,7 @@ class Journal:
         self.location.publish_bytes(f"{sequence:04d}-{phase.value}.json", json.dumps(body, sort_keys=True).encode())
 
     def entries(self) -> list[dict[str, Any]]:
-        return [json.loads(self.location.read_bytes(name)) for name in self.location.names()]
+        return [self.location.read_json(name) for name in self.location.names()]
 
     def phases(self) -> list[Phase]:
         return [Phase(name.split("-", 1)[1].removesuffix(".json")) for name in self.location.names()]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from elasticity.layout import Layout
-from elasticity.state.files import Location
+from elasticity.state.files import CorruptFile, Location
 
 _CURRENT = "current.json"
 _PENDING = "pending.json"
@@ -66,7 +66,10 @@ class LayoutRegistry:
         name = _epoch_file(epoch)
         if not self.location.exists(name):
             raise RegistryError(f"layout epoch {epoch} was never staged")
-        return Layout.from_json(self.location.read_bytes(name).decode())
+        layout = Layout.from_dict(self.location.read_json(name))
+        if layout.epoch != epoch:
+            raise CorruptFile(self.location.file(name), f"it holds the layout of epoch {layout.epoch}")
+        return layout
 
     def routing_layout(self) -> Layout:
         """The horizontal barrier: the layout to route the next batch by, or RescaleInProgress."""
@@ -92,7 +95,7 @@ class LayoutRegistry:
 
     def previous(self) -> Layout | None:
         """The layout the committed one replaced (None for the first layout)."""
-        previous = json.loads(self.location.read_bytes(_CURRENT)).get("previous")
+        previous = self.location.read_json(_CURRENT).get("previous")
         return None if previous is None else self.load(int(previous))
 
     def next_epoch(self) -> int:
@@ -123,4 +126,4 @@ class LayoutRegistry:
         self.location.publish_bytes(name, json.dumps(body).encode())
 
     def _read_pointer(self, name: str) -> int:
-        return int(json.loads(self.location.read_bytes(name))["epoch"])
+        return int(self.location.read_json(name)["epoch"])

@@ -4,7 +4,7 @@ changelogs plus snapshots on any pyarrow filesystem. See `store` for the contrac
 from elasticity.state.backend import MemoryBackend, RocksBackend, StoreBackend
 from elasticity.state.codecs import BytesCodec, Float64Codec, Int64Codec, JsonCodec, ValueCodec, codec_by_name
 from elasticity.state.durable import HistoryBackend, HistoryStore, fold_entries
-from elasticity.state.files import Location
+from elasticity.state.files import CorruptFile, Location
 from elasticity.state.history import FileHistory, History, MemoryHistory, prune
 from elasticity.state.memory import MemoryStore
 from elasticity.state.records import ENTRY_SCHEMA, INITIAL_VERSION, Version
@@ -13,6 +13,7 @@ from elasticity.state.store import StateStore, StateStoreError, Transaction, Tra
 
 __all__ = [
     "BytesCodec",
+    "CorruptFile",
     "ENTRY_SCHEMA",
     "FileHistory",
     "Float64Codec",

@@ -5,12 +5,23 @@ and Arrow IPC / Parquet table files.
 Renames are atomic on local disks and HDFS; on object stores a rename is a copy, so readers
 must still only trust files whose manifest or pointer has been published last (which is how
 every caller here works).
+
+Every published file ends with a checksum trailer (`#esp-crc32 <crc> <length>`), verified on
+every read: a truncated or damaged file raises `CorruptFile` naming it, never a wrong value. On
+a local disk a publish fsyncs the file before the rename and the directory after it, so a power
+loss cannot leave a published name pointing at missing data. (Object stores have no fsync;
+their put is durable when it returns.)
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import uuid
+import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -18,6 +29,49 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 TEMP_PREFIX = ".tmp-"
+_TRAILER = re.compile(rb"\n#esp-crc32 ([0-9a-f]{8}) ([0-9]+)\n\Z")
+# The trailer is short; a file's last bytes this long always contain all of it.
+_TRAILER_MAX = 48
+
+
+class CorruptFile(ValueError):
+    """A durable file that fails its checksum or cannot be parsed: it was damaged after it was
+    written (or written by something else than esp)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(
+            f"{path} is corrupt: {problem}. It was damaged after esp wrote it; restore it from a "
+            "copy, or remove the stream's state and start it afresh"
+        )
+        self.path = path
+        self.problem = problem
+
+
+def seal(payload: bytes | memoryview) -> bytes:
+    """The trailer that follows `payload` in a published file."""
+    return b"\n#esp-crc32 %08x %d\n" % (zlib.crc32(payload), len(payload))
+
+
+def unseal(path: str, raw: bytes, *, required: bool = True) -> memoryview:
+    """The payload of a published file, checked against its trailer; CorruptFile if it fails.
+
+    Without `required`, a file with no trailer (hand-written) is returned whole."""
+    match = _TRAILER.search(raw[-_TRAILER_MAX:])
+    if match is None:
+        if not required:
+            return memoryview(raw)
+        raise CorruptFile(
+            path,
+            f"no checksum trailer at its end ({len(raw)} bytes): truncated, or written by an esp older than checksums",
+        )
+    stored_crc, length = int(match.group(1), 16), int(match.group(2))
+    size = len(raw) - (len(match.group(0)))
+    if length != size:
+        raise CorruptFile(path, f"{size} bytes where {length} were written")
+    payload = memoryview(raw)[:size]
+    if (computed := zlib.crc32(payload)) != stored_crc:
+        raise CorruptFile(path, f"checksum mismatch (stored {stored_crc:08x}, computed {computed:08x})")
+    return payload
 
 
 @dataclass(frozen=True)
@@ -69,40 +123,81 @@ class Location:
             if info.base_name.startswith(TEMP_PREFIX) and info.type == pafs.FileType.File:
                 self.fs.delete_file(info.path)
 
-    # ---- atomic publication -----------------------------------------------------------------
+    # ---- atomic, checksummed publication ----------------------------------------------------
     def _temp(self, name: str) -> str:
         return self.file(f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
 
-    def publish_bytes(self, name: str, data: bytes) -> None:
-        """Write `data` under a temporary name, then rename it to `name`."""
+    def publish_bytes(self, name: str, data: bytes | memoryview | pa.Buffer) -> None:
+        """Write `data` and its checksum under a temporary name, make it durable, rename it to `name`."""
         self.ensure()
-        temp = self._temp(name)
+        payload = memoryview(data)
+        temp, final = self._temp(name), self.file(name)
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            _write_local_durably(temp, final, payload)
+            return
         with self.fs.open_output_stream(temp) as out:
-            out.write(data)
-        self.fs.move(temp, self.file(name))
+            out.write(payload)
+            out.write(seal(payload))
+        self.fs.move(temp, final)
 
-    def read_bytes(self, name: str) -> bytes:
-        with self.fs.open_input_stream(self.file(name)) as src:
-            return src.read()
+    def read_bytes(self, name: str, *, verify: bool = True) -> bytes:
+        """The payload of a published file, verified against its checksum (CorruptFile if it fails).
+
+        `verify=False` is for files people may write by hand (requests): one without a
+        trailer is returned whole; one with a trailer is still verified."""
+        return bytes(unseal(self.file(name), self._raw(name), required=verify))
+
+    def read_json(self, name: str) -> Any:
+        """A published JSON document; CorruptFile if it fails its checksum or does not parse."""
+        payload = self.read_bytes(name)
+        try:
+            return json.loads(payload)
+        except ValueError as error:
+            raise CorruptFile(self.file(name), f"not valid JSON ({error})") from None
 
     def publish_ipc(self, name: str, table: pa.Table) -> None:
         """Arrow IPC file (fast, for changelogs and migration files), atomically."""
-        self.ensure()
-        temp = self._temp(name)
-        with self.fs.open_output_stream(temp) as out, ipc.new_file(out, table.schema) as writer:
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
-        self.fs.move(temp, self.file(name))
+        self.publish_bytes(name, sink.getvalue())
 
     def read_ipc(self, name: str) -> pa.Table:
-        with self.fs.open_input_file(self.file(name)) as src:
-            return ipc.open_file(src).read_all()
+        payload = unseal(self.file(name), self._raw(name))
+        try:
+            return ipc.open_file(pa.py_buffer(payload)).read_all()
+        except (pa.ArrowInvalid, OSError) as error:
+            raise CorruptFile(self.file(name), f"not an Arrow IPC file ({error})") from None
 
     def publish_parquet(self, name: str, table: pa.Table) -> None:
         """Parquet file (compressed, for snapshots), atomically."""
-        self.ensure()
-        temp = self._temp(name)
-        pq.write_table(table, temp, filesystem=self.fs)
-        self.fs.move(temp, self.file(name))
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        self.publish_bytes(name, sink.getvalue())
 
     def read_parquet(self, name: str) -> pa.Table:
-        return pq.read_table(self.file(name), filesystem=self.fs)
+        payload = unseal(self.file(name), self._raw(name))
+        try:
+            return pq.read_table(pa.BufferReader(pa.py_buffer(payload)))
+        except (pa.ArrowInvalid, OSError) as error:
+            raise CorruptFile(self.file(name), f"not a Parquet file ({error})") from None
+
+    def _raw(self, name: str) -> bytes:
+        with self.fs.open_input_stream(self.file(name)) as src:
+            data: bytes = src.read()
+            return data
+
+
+def _write_local_durably(temp: str, final: str, payload: memoryview) -> None:
+    """Write, fsync, rename, fsync the directory: once this returns, `final` survives a power loss."""
+    with open(temp, "wb") as out:
+        out.write(payload)
+        out.write(seal(payload))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, final)
+    folder = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)

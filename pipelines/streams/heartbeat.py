@@ -42,7 +42,7 @@ def read_heartbeat(control_dir: str) -> Heartbeat | None:
     if not location.exists(HEARTBEAT):
         return None
     try:
-        return Heartbeat(**json.loads(location.read_bytes(HEARTBEAT)))
+        return Heartbeat(**location.read_json(HEARTBEAT))
     except (ValueError, TypeError):
         return None
 

@@ -25,17 +25,17 @@ class WatermarkLog:
     def watermark_for(self, batch_id: int) -> int | None:
         own = self._name(batch_id)
         if self.location.exists(own):
-            return json.loads(self.location.read_bytes(own))["watermark_ms"]
+            return self.location.read_json(own)["watermark_ms"]
         earlier = [n for n in self.location.names() if n.startswith("wm-") and n < own]
         if not earlier:
             return None
-        max_event = json.loads(self.location.read_bytes(earlier[-1]))["max_event_ms"]
+        max_event = self.location.read_json(earlier[-1])["max_event_ms"]
         return None if max_event is None else max_event - self.lateness_ms
 
     def record(self, batch_id: int, watermark_ms: int | None, batch_max_event_ms: int | None) -> None:
         own = self._name(batch_id)
         earlier = [n for n in self.location.names() if n.startswith("wm-") and n < own]
-        previous = json.loads(self.location.read_bytes(earlier[-1]))["max_event_ms"] if earlier else None
+        previous = self.location.read_json(earlier[-1])["max_event_ms"] if earlier else None
         candidates = [v for v in (previous, batch_max_event_ms) if v is not None]
         self.location.publish_bytes(
             own,

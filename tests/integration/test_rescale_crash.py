@@ -81,7 +81,7 @@ def _request_while_stopped(config: Path, root: Path, *target: str) -> None:
 
 
 def _wait_for_answer(root: Path, process: subprocess.Popen, timeout_s: float = 180) -> dict:
-    import json
+    from pipelines.streams.control import ControlChannel
 
     control = control_path(root)
     deadline = time.monotonic() + timeout_s
@@ -90,7 +90,7 @@ def _wait_for_answer(root: Path, process: subprocess.Popen, timeout_s: float = 1
         if not (control / "rescale-request.json").exists():
             results = sorted(control.glob("result-*.json"), key=lambda p: p.stat().st_mtime)
             assert results, "the request vanished without a result"
-            return json.loads(results[-1].read_text())
+            return ControlChannel(str(control)).result(results[-1].name.removeprefix("result-").removesuffix(".json"))
         time.sleep(0.2)
     raise AssertionError("the stream never answered the waiting request")
 

@@ -24,7 +24,7 @@ def test_a_malformed_request_is_set_aside_with_its_reason(tmp_path, raw):
     (reason,) = control.rejected()
     assert reason.startswith("malformed rescale request")
     (kept,) = tmp_path.glob("rejected-*.json")
-    assert kept.read_bytes() == raw
+    assert control.location.read_bytes(kept.name) == raw  # kept as it came (with a checksum)
     # The channel works again: the next request is taken as usual.
     request = RescaleRequest(target=RescaleTarget(op="split", channel=0), base_epoch=2)
     control.request(request)

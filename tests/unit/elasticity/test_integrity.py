@@ -1,0 +1,139 @@
+"""Durable files carry a checksum verified on every read, and a publish on a local disk is fsynced.
+
+A truncated changelog, a flipped byte in a layout, snapshot or journal entry must raise
+`CorruptFile` naming the file: before checksums the changelog failed every later read with an
+Arrow error naming nothing, and a damaged layout was silently taken for another layout."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elasticity.layout import Layout
+from elasticity.migration import LayoutRegistry
+from elasticity.migration.journal import Journal, Phase
+from elasticity.state import CorruptFile, HistoryBackend, Int64Codec, Location, RocksBackend
+from elasticity.state.records import entries_table
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: Path, by: int) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - by])
+
+
+def _committed_batches(durable: str, local: str, batches: int) -> RocksBackend:
+    executor = RocksBackend(Int64Codec(), durable, local)
+    for batch in range(batches):
+        with executor.open(0).begin(batch) as tx:
+            tx.put(f"k{batch}", batch)
+    return executor
+
+
+def test_a_truncated_changelog_is_named_not_misread(tmp_path: Path) -> None:
+    durable = str(tmp_path / "durable")
+    _committed_batches(durable, str(tmp_path / "local"), 3).close()
+    changelogs = sorted((tmp_path / "durable" / "channels" / "channel=0" / "changelog").iterdir())
+    _truncate(changelogs[-1], 40)
+    with pytest.raises(CorruptFile) as raised:
+        HistoryBackend(Int64Codec(), durable).open(0).get("k2")
+    assert changelogs[-1].name in str(raised.value)
+
+
+def test_a_flipped_byte_in_a_layout_is_never_another_layout(tmp_path: Path) -> None:
+    registry = LayoutRegistry(Location.of(str(tmp_path)))
+    registry.initialize(Layout.uniform(4))
+    (layout_file,) = [p for p in (tmp_path / "layout").iterdir() if p.name.startswith("epoch=")]
+    # Owners swapped: still valid JSON and a valid layout, which was silently taken before.
+    text = layout_file.read_text()
+    assert '"owners": [0, 1, 2, 3' in text
+    layout_file.write_text(text.replace('"owners": [0, 1, 2, 3', '"owners": [1, 0, 2, 3', 1))
+    with pytest.raises(CorruptFile) as raised:
+        registry.committed()
+    assert layout_file.name in str(raised.value)
+
+
+def test_a_damaged_pointer_snapshot_and_journal_entry_are_named(tmp_path: Path) -> None:
+    location = Location.of(str(tmp_path))
+    registry = LayoutRegistry(location)
+    registry.initialize(Layout.uniform(2))
+    _flip(tmp_path / "layout" / "current.json", 3)
+    with pytest.raises(CorruptFile, match="current.json"):
+        registry.committed()
+
+    history = location.child("snapshot")
+    history.publish_parquet("s.parquet", entries_table([1, 2], ["a", "b"], [b"1", b"2"]))
+    _flip(tmp_path / "snapshot" / "s.parquet", 10)
+    with pytest.raises(CorruptFile, match="s.parquet"):
+        history.read_parquet("s.parquet")
+
+    journal = Journal(location.child("journal"), lambda: 0.0)
+    journal.record(Phase.PLANNED, request_id="r1")
+    (entry,) = (tmp_path / "journal").iterdir()
+    _flip(entry, 2)
+    with pytest.raises(CorruptFile, match=entry.name):
+        journal.entries()
+
+
+def test_every_kind_round_trips(tmp_path: Path) -> None:
+    location = Location.of(str(tmp_path))
+    table = entries_table([3, 1], ["c", "a"], [b"x", None])
+    location.publish_ipc("t.arrow", table)
+    location.publish_parquet("t.parquet", table)
+    location.publish_bytes("t.json", b'{"a": 1}')
+    assert location.read_ipc("t.arrow").equals(table)
+    assert location.read_parquet("t.parquet").equals(table)
+    assert location.read_json("t.json") == {"a": 1}
+    assert location.names() == ["t.arrow", "t.json", "t.parquet"]  # no temporaries left
+
+
+def test_a_file_without_a_trailer_is_refused_unless_written_by_hand(tmp_path: Path) -> None:
+    (tmp_path / "hand.json").write_bytes(b'{"a": 1}')
+    location = Location.of(str(tmp_path))
+    with pytest.raises(CorruptFile, match="no checksum trailer"):
+        location.read_bytes("hand.json")
+    assert location.read_bytes("hand.json", verify=False) == b'{"a": 1}'
+    location.publish_bytes("sealed.json", b'{"a": 2}')
+    _flip(tmp_path / "sealed.json", 2)
+    with pytest.raises(CorruptFile):  # a sealed file is verified even where hand-written ones pass
+        location.read_bytes("sealed.json", verify=False)
+
+
+def test_a_local_publish_fsyncs_the_file_and_its_directory(tmp_path: Path, monkeypatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    Location.of(str(tmp_path)).publish_bytes("f.json", b"{}")
+    assert len(synced) == 2
+    assert Path(synced[0]).name.startswith(".tmp-")  # the file, before its rename
+    assert synced[1] == str(tmp_path)  # the directory, after it
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload=st.binary(min_size=1, max_size=200), data=st.data())
+def test_any_single_flip_or_truncation_is_detected(tmp_path_factory, payload: bytes, data) -> None:
+    folder = tmp_path_factory.mktemp("files")
+    location = Location.of(str(folder))
+    location.publish_bytes("f", payload)
+    path = folder / "f"
+    size = path.stat().st_size
+    if data.draw(st.booleans()):
+        _flip(path, data.draw(st.integers(0, size - 1)))
+    else:
+        _truncate(path, data.draw(st.integers(1, size)))
+    with pytest.raises(CorruptFile):
+        location.read_bytes("f")
