@@ -167,9 +167,14 @@ def _control_loop(spec, policy, stop: threading.Event, started: float, log: Cont
                 result = rescale_online(
                     spec, outcome.target, f"{decision.reason} [{decision.rule}]", policy.rescale_timeout_s
                 )
-            except (TimeoutError, RuntimeError) as error:  # recorded; the loop goes on like the sensor would
-                result = {"status": "failed", "error": str(error)}
-            log.results.append({"time_s": round(at, 2), **{k: v for k, v in result.items() if k != "layout"}})
+                answer = result.model_dump(mode="json", exclude={"layout"})
+            except (
+                TimeoutError,
+                RuntimeError,
+                ValueError,
+            ) as error:  # recorded; the loop goes on like the sensor would
+                answer = {"status": "failed", "error": str(error)}
+            log.results.append({"time_s": round(at, 2), **answer})
 
 
 def _load(spec_kwargs: dict[str, Any], bootstrap: str, on_progress=None):

@@ -626,7 +626,10 @@ class Soak:
         options += [RescaleTarget(op="split", channel=c) for c in channels if len(channels) < 6]
         options += [RescaleTarget(op="merge", channel=c) for c in channels if len(channels) > 1]
         target = self.random.choice(options)
-        request = RescaleRequest(target=target, reason="soak", base_epoch=layout.epoch)
+        # Planned here, as the resizing asset and `esp stream rescale` do; every third request
+        # carries the target alone, as a hand-written one would, and the stream plans it.
+        planned = target.next_layout(layout).renumbered(layout.epoch + 1) if self.random.random() < 2 / 3 else None
+        request = RescaleRequest(target=target, reason="soak", base_epoch=layout.epoch, planned=planned)
         control.request(request)
         self.report.requests[request.request_id] = "waiting"
         return f"{target.op} {target.channels if target.op == 'scale_to' else target.channel}"
@@ -710,7 +713,7 @@ class Soak:
                 self.report.violations.append(f"rescale request {request_id} has {len(results)} answers")
                 continue
             answer = ControlChannel(str(control)).result(request_id)
-            self.report.requests[request_id] = str(answer["status"] if answer is not None else None)
+            self.report.requests[request_id] = answer.status if answer is not None else "unanswered"
 
     def _check_journals(self) -> Counter[str]:
         """No migration pending, every journal ended, and no request migrated more than once."""

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from orchestration.cli.common import ConfigOption, console, friendly_errors
+
+if TYPE_CHECKING:  # the CLI imports the stream's modules lazily, for a quick start
+    from elasticity.layout import Layout
+    from pipelines.streams.control import RescaleResult
 
 stream_app = typer.Typer(help="Elastic stream jobs.", no_args_is_help=True)
 
@@ -77,14 +82,14 @@ def run(
     console.print(f"stream {name} stopped")
 
 
-def _committed_epoch(folder: Path) -> int | None:
-    """The stream's committed layout epoch (None before its first start)."""
+def _committed_layout(folder: Path) -> Layout | None:
+    """The stream's committed layout (None before its first start)."""
     from elasticity.migration import LayoutRegistry, RegistryError
     from elasticity.state import Location
     from pipelines.streams.names import elastic_path
 
     try:
-        return LayoutRegistry(Location.of(str(elastic_path(folder)))).committed().epoch
+        return LayoutRegistry(Location.of(str(elastic_path(folder)))).committed()
     except RegistryError:
         return None
 
@@ -118,16 +123,33 @@ def rescale(
         )
         folder = Path(root or stream_root(load_settings(config), name)).resolve()
         control = ControlChannel(str(control_path(folder)))
+        current = _committed_layout(folder)
+        # Planned here, once, on the committed layout; the stream refuses it if it rescaled meanwhile.
         request = RescaleRequest(
-            target=target, reason="manual (esp stream rescale)", base_epoch=_committed_epoch(folder)
+            target=target,
+            reason="manual (esp stream rescale)",
+            base_epoch=current.epoch if current is not None else None,
+            planned=target.next_layout(current).renumbered(current.epoch + 1) if current is not None else None,
         )
         control.request(request)
         with console.status("waiting for the stream's next batch boundary…"):
             result = control.wait_for_result(request.request_id, timeout)
-    table = Table("field", "value")
-    for key in ("status", "operation", "channels_before", "channels_after", "keys_moved", "pause_ms", "error"):
-        if key in result:
-            table.add_row(key, str(result[key]))
-    console.print(table)
-    if result.get("status") != "committed":
+    console.print(result_table(result))
+    if not result.committed:
         raise typer.Exit(code=1)
+
+
+def result_table(result: RescaleResult) -> Table:
+    """The answer's figures, one row each."""
+    table = Table("field", "value")
+    table.add_row("status", result.status)
+    if result.error is not None:
+        table.add_row("error", result.error)
+    if result.report is not None:
+        report = result.report
+        table.add_row("operation", report.operation)
+        table.add_row("channels", f"{report.channels_before} → {report.channels_after}")
+        table.add_row("keys_moved", str(report.keys_moved))
+    if result.committed:
+        table.add_row("pause_ms", f"{result.pause_ms:.1f}")
+    return table

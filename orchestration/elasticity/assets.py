@@ -36,6 +36,7 @@ from orchestration.names import ELASTICITY_GROUP, RESCALE_TAG, layout_asset_key,
 from orchestration.resources import EspSettingsResource
 from orchestration.runs import ACTIVE_RUN_STATUSES
 from orchestration.streams.catalog import StreamEntry, stream_spec
+from pipelines.streams.control import RescaleResult
 
 
 class RescaleTargetConfig(Config):
@@ -76,22 +77,23 @@ def _plan_metadata(plan, plot_path: Path, png: bytes) -> dict[str, Any]:
     }
 
 
-def _cost_metadata(result: dict[str, Any]) -> dict[str, Any]:
-    phases = result.get("phase_ms") or {}
-    fraction = result.get("fraction_moved")
+def _cost_metadata(result: RescaleResult) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"mode": result.mode, "pause_ms": round(result.pause_ms, 1)}
+    report = result.report
+    if report is None:  # answered from the migration's record after a restart: the figures are gone
+        return {**metadata, "recovered": result.recovered}
     return {
-        "mode": result.get("mode", "online"),
-        "operation": str(result.get("operation")),
-        "channels_before": int(result.get("channels_before", 0)),
-        "channels_after": int(result.get("channels_after", 0)),
-        "keys_moved": int(result.get("keys_moved", 0)),
-        "keys_total": int(result.get("keys_total") or 0),
-        "bytes_moved": int(result.get("bytes_moved", 0)),
-        "fraction_moved": float(fraction) if fraction is not None else 0.0,
-        "ideal_fraction": float(result.get("ideal_fraction", 0.0)),
-        "ring_fraction_moved": float(result.get("ring_fraction", 0.0)),
-        "pause_ms": round(float(result.get("pause_ms", 0.0)), 1),
-        **{f"{phase}_ms": round(float(ms), 1) for phase, ms in phases.items()},
+        **metadata,
+        "operation": report.operation,
+        "channels_before": report.channels_before,
+        "channels_after": report.channels_after,
+        "keys_moved": report.keys_moved,
+        "keys_total": report.keys_total or 0,
+        "bytes_moved": report.bytes_moved,
+        "fraction_moved": report.fraction_moved or 0.0,
+        "ideal_fraction": report.ideal_fraction,
+        "ring_fraction_moved": report.ring_fraction,
+        **{f"{phase}_ms": round(ms, 1) for phase, ms in report.phase_ms.items()},
     }
 
 
@@ -176,7 +178,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
                 describe_target(target),
             )
             try:
-                result = rescale_online(spec, target, reason, config.timeout_s)
+                result = rescale_online(spec, target, reason, config.timeout_s, plan=plan)
             except (TimeoutError, RuntimeError) as error:
                 raise Failure(str(error)) from None
         elif not config.allow_offline:
@@ -184,23 +186,19 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
         else:
             context.log.info("stream %s is not running (%s): migrating its state offline", entry.name, why)
             try:
-                result = rescale_offline(spec, target, reason)
+                result = rescale_offline(spec, target, reason, plan=plan)
             except OfflineRefused as refused:
                 raise Failure(f"offline rescale refused: {refused}") from None
-        if result.get("status") != "committed":
+        if not result.committed or result.layout is None:
             raise Failure(
-                f"the stream refused or failed the rescale: {result.get('error')}",
+                f"the stream refused or failed the rescale: {result.error}",
                 metadata={"result": result_json(result)},
             )
-
-        from elasticity.layout import Layout, diff
-        from orchestration.elasticity.realizer import RescalePlan
-
-        # What the stream actually committed (it computes the next layout from its own).
-        after = Layout.from_dict(result["layout"])
-        before = files.registry().previous()
-        assert before is not None, "a committed rescale always replaced a layout"
-        done = RescalePlan(before, after, tuple(diff(before, after)))
+        # The stream applied the planned layout under the next free epoch (epochs are never reused).
+        after = result.layout
+        if after.renumbered(plan.after.epoch) != plan.after:
+            raise Failure(f"the stream committed layout epoch {after.epoch}, which is not the one planned")
+        done = plan.renumbered(after.epoch)
         path = plots / f"layout-e{after.epoch}.png"
         metadata = {
             **_plan_metadata(done, path, write_share_plot(done, path)),

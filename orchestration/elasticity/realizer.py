@@ -14,7 +14,6 @@ No Dagster here, so the resizing asset and the benchmark share it:
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import Any
 from elasticity.control import Decision
 from elasticity.layout import HashRange, Layout, diff, ideal_moved_fraction, moved_space_fraction
 from orchestration.elasticity.collector import ChannelMap
-from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, RescaleTarget
 from pipelines.streams.files import StreamFiles
 from pipelines.streams.spec import StreamSpec
 
@@ -56,6 +55,10 @@ class RescalePlan:
     before: Layout
     after: Layout
     ranges: tuple[HashRange, ...]
+
+    def renumbered(self, epoch: int) -> RescalePlan:
+        """The same plan with its next layout at `epoch` (the ranges do not depend on it)."""
+        return RescalePlan(self.before, self.after.renumbered(epoch), self.ranges)
 
     @property
     def ring_fraction(self) -> float:
@@ -93,25 +96,35 @@ def plan_rescale(current: Layout, target: RescaleTarget, epoch: int | None = Non
     return RescalePlan(current, after, tuple(diff(current, after)))
 
 
-def rescale_online(spec: StreamSpec, target: RescaleTarget, reason: str, timeout_s: float) -> dict[str, Any]:
-    """Ask the running stream to rescale at its next batch boundary; its result (status committed/failed).
+def rescale_online(
+    spec: StreamSpec, target: RescaleTarget, reason: str, timeout_s: float, plan: RescalePlan | None = None
+) -> RescaleResult:
+    """Ask the running stream to apply `plan` at its next batch boundary; its typed answer.
 
-    On timeout the request stays in the control folder: the stream applies it when it reaches
-    a batch boundary, and the sensor treats it as in flight until then.
+    The request carries the planned layout and the epoch it was planned on: the stream applies
+    exactly that layout, or refuses it as stale if it rescaled in the meantime. On timeout the
+    request stays in the control folder: the stream applies it when it reaches a batch boundary,
+    and the sensor treats it as in flight until then.
     """
+    plan = plan or plan_on_committed(spec, target)
     control = ControlChannel(spec.control_dir)
-    committed = StreamFiles(spec).committed_layout()
-    # Planned on this epoch: the stream refuses it as stale if it rescaled in the meantime.
-    base_epoch = committed.epoch if committed is not None else None
-    request = RescaleRequest(target=target, reason=reason, base_epoch=base_epoch)
+    request = RescaleRequest(target=target, reason=reason, base_epoch=plan.before.epoch, planned=plan.after)
     control.request(request)
-    result = control.wait_for_result(request.request_id, timeout_s)
-    result.setdefault("mode", "online")
-    return result
+    return control.wait_for_result(request.request_id, timeout_s)
 
 
-def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dict[str, Any]:
-    """Migrate a stopped stream's state to the target layout here, with the stream's own protocol."""
+def plan_on_committed(spec: StreamSpec, target: RescaleTarget) -> RescalePlan:
+    """`target` planned on the stream's committed layout (ValueError if it has none or it makes no sense)."""
+    current = StreamFiles(spec).committed_layout()
+    if current is None:
+        raise ValueError(f"stream {spec.name} has no committed layout under {spec.elastic_root}: start it once first")
+    return plan_rescale(current, target)
+
+
+def rescale_offline(
+    spec: StreamSpec, target: RescaleTarget, reason: str, plan: RescalePlan | None = None
+) -> RescaleResult:
+    """Migrate a stopped stream's state to `plan`'s layout here, with the stream's own protocol."""
     from elasticity.lease import LeaseHeld, acquire
 
     # Held for the whole migration: a stream start meanwhile is refused, naming this process.
@@ -120,15 +133,17 @@ def rescale_offline(spec: StreamSpec, target: RescaleTarget, reason: str) -> dic
     except LeaseHeld as held:
         raise OfflineRefused(f"stream {spec.name} is running or being rescaled: {held}") from None
     try:
-        return _rescale_offline_leased(spec, target, reason, lease.fence.check if lease is not None else None)
+        return _rescale_offline_leased(
+            spec, plan or plan_on_committed(spec, target), reason, lease.fence.check if lease is not None else None
+        )
     finally:
         if lease is not None:
             lease.release()
 
 
 def _rescale_offline_leased(
-    spec: StreamSpec, target: RescaleTarget, reason: str, fence: Callable[[], None] | None
-) -> dict[str, Any]:
+    spec: StreamSpec, plan: RescalePlan, reason: str, fence: Callable[[], None] | None
+) -> RescaleResult:
     from elasticity.migration import Migrator
     from elasticity.state import Int64Codec, Location, MemoryBackend, RocksBackend
 
@@ -158,21 +173,26 @@ def _rescale_offline_leased(
     )
     migrator = Migrator(Location.of(spec.elastic_root), backend, fence=fence)
     try:
-        recovered = migrator.recover()
-        plan = plan_rescale(migrator.registry.committed(), target, migrator.registry.next_epoch())
-        report = migrator.migrate(plan.after)
+        migrator.recover()
+        committed = migrator.registry.committed()
+        if committed.epoch != plan.before.epoch:
+            raise OfflineRefused(
+                f"the plan was made on layout epoch {plan.before.epoch}, the stream is at {committed.epoch}; plan again"
+            )
+        after = plan.after.renumbered(migrator.registry.next_epoch())  # epochs are never reused
+        report = migrator.migrate(after)
     finally:
         backend.close()
         shutil.rmtree(scratch, ignore_errors=True)
-    return {
-        "status": "committed",
-        "mode": "offline",
-        "reason": reason,
-        "recovered": recovered.action,
-        "pause_ms": (time.perf_counter() - started) * 1000,
-        "layout": plan.after.to_dict(),
-        **report.to_dict(),
-    }
+    return RescaleResult(
+        request_id=f"offline-{after.epoch}",
+        status="committed",
+        mode="offline",
+        reason=reason,
+        pause_ms=(time.perf_counter() - started) * 1000,
+        layout=after,
+        report=report,
+    )
 
 
 def write_share_plot(plan: RescalePlan, path: Path) -> bytes:
@@ -204,6 +224,6 @@ def write_share_plot(plan: RescalePlan, path: Path) -> bytes:
     return path.read_bytes()
 
 
-def result_json(result: dict[str, Any]) -> str:
+def result_json(result: RescaleResult) -> str:
     """The stream's result without the bulky layout document."""
-    return json.dumps({k: v for k, v in result.items() if k != "layout"}, default=str)
+    return result.model_dump_json(exclude={"layout"})

@@ -1,21 +1,23 @@
 """How the outside world asks a running stream to rescale, and learns the outcome.
 
-A request is a JSON file in the stream's control folder. The stream picks it up at the next
-micro-batch boundary (before routing that batch: the horizontal barrier), migrates, commits
-the new layout, and publishes `result-<id>.json`. Files are written temp-then-rename.
+A request is a JSON file in the stream's control folder. It carries the layout its sender
+planned on the committed epoch it names, so what the sender showed (moved ranges, shares) is
+exactly what the stream applies. The stream picks it up at the next micro-batch boundary
+(before routing that batch: the horizontal barrier), migrates, commits the new layout, and
+publishes a typed `RescaleResult` as `result-<id>.json`. Files are written temp-then-rename.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationError, WithJsonSchema
 
 from elasticity.layout import Layout
+from elasticity.migration.report import MigrationReport
 from elasticity.state import Location
 
 REQUEST = "rescale-request.json"
@@ -50,6 +52,19 @@ class RescaleTarget(BaseModel):
         return current.merge(self.channel)
 
 
+def _as_layout(value: Any) -> Layout:
+    return value if isinstance(value, Layout) else Layout.from_dict(value)
+
+
+LayoutField = Annotated[
+    Layout,
+    PlainValidator(_as_layout),
+    PlainSerializer(lambda layout: layout.to_dict(), return_type=dict),
+    WithJsonSchema({"type": "object", "description": "A layout in its JSON form (Layout.to_dict)."}),
+]
+"""A `Layout` in a pydantic model, in the same JSON form as the layout registry's files."""
+
+
 class RescaleRequest(BaseModel):
     """One rescale asked of a running stream; answered once, by `result-<request_id>.json`."""
 
@@ -58,8 +73,46 @@ class RescaleRequest(BaseModel):
     base_epoch: int | None = Field(
         None, ge=0, description="The committed layout epoch it was planned on; refused as stale at any other."
     )
+    planned: LayoutField | None = Field(
+        None,
+        description="The next layout as planned on base_epoch; applied as given (None: the stream plans it "
+        "from the target, for hand-written requests).",
+    )
     reason: str = Field("", description="Why (the controller's sentence, or 'manual').")
     requested_at: float = Field(default_factory=time.time, description="Unix time of the request.")
+
+
+class RescaleResult(BaseModel):
+    """The one answer to a `RescaleRequest`."""
+
+    request_id: str = Field(..., description="The request answered.")
+    status: Literal["committed", "failed"] = Field(..., description="committed, or failed (rolled back).")
+    mode: Literal["online", "offline"] = Field("online", description="Applied by the running stream or offline.")
+    reason: str = Field("", description="The request's reason.")
+    error: str | None = Field(None, description="Why it failed (failed only).")
+    requested_at: float | None = Field(None, description="Unix time of the request.")
+    pause_ms: float = Field(0.0, description="How long the stream held its batch for the rescale.")
+    layout: LayoutField | None = Field(None, description="The committed layout (committed only).")
+    report: MigrationReport | None = Field(
+        None, description="What the migration cost (None when answered from a record after a restart)."
+    )
+    recovered: bool = Field(False, description="Answered from the migration's record after a restart.")
+
+    @property
+    def committed(self) -> bool:
+        return self.status == "committed"
+
+
+def next_layout_of(request: RescaleRequest, current: Layout) -> Layout:
+    """The layout `request` asks for on top of `current`: the one its sender planned, or, for a
+    request without one, the target's; ValueError when it makes no sense."""
+    if request.planned is None:
+        return request.target.next_layout(current)
+    if request.base_epoch is None:
+        raise ValueError("a request with a planned layout must name the epoch it was planned on (base_epoch)")
+    if request.planned.renumbered(current.epoch) == current:
+        raise ValueError(f"the planned layout is the committed one (epoch {current.epoch}): nothing to do")
+    return request.planned
 
 
 class ControlChannel:
@@ -100,15 +153,17 @@ class ControlChannel:
         """Why each set-aside request was refused, oldest first."""
         return [self.location.read_bytes(n).decode() for n in self.location.names() if n.endswith(".reason")]
 
-    def publish_result(self, request_id: str, result: dict[str, Any]) -> None:
-        self.location.publish_bytes(f"result-{request_id}.json", json.dumps(result, default=str).encode())
+    def publish_result(self, result: RescaleResult) -> None:
+        self.location.publish_bytes(f"result-{result.request_id}.json", result.model_dump_json().encode())
         self.location.delete_file(REQUEST)
 
-    def result(self, request_id: str) -> dict[str, Any] | None:
+    def result(self, request_id: str) -> RescaleResult | None:
         name = f"result-{request_id}.json"
-        return self.location.read_json(name) if self.location.exists(name) else None
+        if not self.location.exists(name):
+            return None
+        return RescaleResult.model_validate_json(self.location.read_bytes(name))
 
-    def wait_for_result(self, request_id: str, timeout_s: float, poll_s: float = 0.2) -> dict[str, Any]:
+    def wait_for_result(self, request_id: str, timeout_s: float, poll_s: float = 0.2) -> RescaleResult:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if (found := self.result(request_id)) is not None:

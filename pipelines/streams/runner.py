@@ -33,7 +33,7 @@ from pipelines.dead_letters import rejected_count, split_counting_rejected, writ
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
 from pipelines.spark_threads import run_concurrently
-from pipelines.streams.control import ControlChannel, RescaleRequest
+from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, next_layout_of
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
 from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
@@ -53,7 +53,7 @@ class _BatchContext:
     started: float
     layout: Layout
     raw: DataFrame | None = None
-    rescale: dict[str, Any] | None = None
+    rescale: RescaleResult | None = None
     phase_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -309,7 +309,7 @@ class ElasticStream:
             )
         return self._migrator
 
-    def _apply_pending_rescale(self, batch_id: int) -> dict[str, Any] | None:
+    def _apply_pending_rescale(self, batch_id: int) -> RescaleResult | None:
         request = self.control.take_request()
         if request is None:
             return None
@@ -338,7 +338,9 @@ class ElasticStream:
             return None
         started = time.perf_counter()
         try:
-            new = request.target.next_layout(current).renumbered(self.registry.next_epoch())
+            # Epochs are never reused (a rolled-back one stays taken), so the planned layout
+            # gets the registry's next epoch, whatever number its sender gave it.
+            new = next_layout_of(request, current).renumbered(self.registry.next_epoch())
             report = migrator.migrate(new, request_id=request.request_id)
             report.keys_total = self._state_keys(current)
         except Exception as error:  # refused or failed: the stream keeps the committed layout
@@ -350,39 +352,42 @@ class ElasticStream:
                 if recorded is not None and recorded.committed:
                     return self._answer_recorded(request, recorded)
             return self._refuse(request, str(error))
-        result = {
-            "request_id": request.request_id,
-            "status": "committed",
-            "reason": request.reason,
-            "pause_ms": (time.perf_counter() - started) * 1000,
-            "requested_at": request.requested_at,
-            "layout": new.to_dict(),
-            **report.to_dict(),
-        }
-        self.control.publish_result(request.request_id, result)
+        result = RescaleResult(
+            request_id=request.request_id,
+            status="committed",
+            reason=request.reason,
+            pause_ms=(time.perf_counter() - started) * 1000,
+            requested_at=request.requested_at,
+            layout=new,
+            report=report,
+        )
+        self.control.publish_result(result)
         return result
 
-    def _refuse(self, request: RescaleRequest, error: str) -> dict[str, Any]:
-        result = {"request_id": request.request_id, "status": "failed", "error": error}
-        self.control.publish_result(request.request_id, result)
+    def _refuse(self, request: RescaleRequest, error: str) -> RescaleResult:
+        result = RescaleResult(
+            request_id=request.request_id,
+            status="failed",
+            reason=request.reason,
+            requested_at=request.requested_at,
+            error=error,
+        )
+        self.control.publish_result(result)
         log.error("rescale %s failed: %s", request.request_id, error)
         return result
 
-    def _answer_recorded(self, request: RescaleRequest, recorded: RecordedOutcome) -> dict[str, Any]:
+    def _answer_recorded(self, request: RescaleRequest, recorded: RecordedOutcome) -> RescaleResult:
         if not recorded.committed:
             return self._refuse(request, recorded.error or "rolled back")
-        layout = self.registry.load(recorded.epoch)
-        result = {
-            "request_id": request.request_id,
-            "status": "committed",
-            "reason": request.reason,
-            "requested_at": request.requested_at,
-            "layout": layout.to_dict(),
-            "new_epoch": layout.epoch,
-            "channels_after": layout.n_channels,
-            "recovered": True,
-        }
-        self.control.publish_result(request.request_id, result)
+        result = RescaleResult(
+            request_id=request.request_id,
+            status="committed",
+            reason=request.reason,
+            requested_at=request.requested_at,
+            layout=self.registry.load(recorded.epoch),
+            recovered=True,
+        )
+        self.control.publish_result(result)
         log.warning("rescale %s had committed before a restart; its outcome is published now", request.request_id)
         return result
 
@@ -426,7 +431,7 @@ class ElasticStream:
             batch_ms=elapsed * 1000,
             records_per_s=records / elapsed if elapsed > 0 else 0.0,
             per_channel=list(per_channel.values()),
-            rescale=context.rescale,
+            rescale=context.rescale.model_dump(mode="json") if context.rescale is not None else None,
         )
 
     def _publish(self, metrics: BatchMetrics) -> None:

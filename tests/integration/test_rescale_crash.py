@@ -131,7 +131,7 @@ def test_a_request_waiting_through_a_mid_batch_crash_waits_for_the_replay(spark,
     finally:
         kill_group(process, signal.SIGTERM)
 
-    assert [a["status"] for a in answers] == ["committed"] * 3, answers
+    assert [a.status for a in answers] == ["committed"] * 3, answers
     streamed = latest_word_counts(spark, str(results_table_path(root)))
     oracle = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
     wrong = {w: (streamed.get(w), n) for w, n in oracle.items() if streamed.get(w) != n}

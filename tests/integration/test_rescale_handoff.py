@@ -55,11 +55,11 @@ def test_a_crash_between_the_commit_and_the_answer_is_answered_not_applied_again
 
     restarted = _stream(spark, tmp_path)
     answer = restarted._apply_pending_rescale(batch_id=5)
-    assert answer is not None and answer["status"] == "committed" and answer["new_epoch"] == 1
+    assert answer is not None and answer.status == "committed" and answer.layout.epoch == 1 and answer.recovered
     assert restarted.registry.committed().epoch == 1  # split once, not twice
     assert restarted.registry.committed().n_channels == 3
     assert ControlChannel(stream.spec.control_dir).take_request() is None
-    assert ControlChannel(stream.spec.control_dir).result(request.request_id)["status"] == "committed"
+    assert ControlChannel(stream.spec.control_dir).result(request.request_id).status == "committed"
 
 
 def test_a_failed_migration_stays_failed_after_a_restart(spark, tmp_path):
@@ -69,21 +69,21 @@ def test_a_failed_migration_stays_failed_after_a_restart(spark, tmp_path):
     # Past the vertical barrier: a recover() would roll this forward if it were left pending.
     _with_hook(stream, "collect:applied", RuntimeError("disk full"))
     answer = stream._apply_pending_rescale(batch_id=3)
-    assert answer is not None and answer["status"] == "failed" and "disk full" in answer["error"]
+    assert answer is not None and answer.status == "failed" and "disk full" in answer.error
 
     restarted = _stream(spark, tmp_path)
     assert restarted.registry.committed().epoch == 0
     assert restarted.registry.committed().n_channels == 2
-    assert ControlChannel(stream.spec.control_dir).result(request.request_id)["status"] == "failed"
+    assert ControlChannel(stream.spec.control_dir).result(request.request_id).status == "failed"
 
 
 def test_a_stale_request_is_refused(spark, tmp_path):
     stream = _stream(spark, tmp_path)
     control = ControlChannel(stream.spec.control_dir)
     control.request(RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=0))
-    assert stream._apply_pending_rescale(batch_id=1)["status"] == "committed"
+    assert stream._apply_pending_rescale(batch_id=1).status == "committed"
     stale = RescaleRequest(target=RescaleTarget(op="scale_to", channels=4), base_epoch=0)
     control.request(stale)
     answer = stream._apply_pending_rescale(batch_id=2)
-    assert answer["status"] == "failed" and "stale" in answer["error"]
+    assert answer.status == "failed" and "stale" in answer.error
     assert stream.registry.committed().n_channels == 3

@@ -1,10 +1,20 @@
-"""The control channel: a malformed request file is set aside with its reason, never left to fail every batch."""
+"""The control channel: a malformed request file is set aside with its reason, never left to fail
+every batch; requests carry the planned layout and answers are typed, both round-tripping exactly."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines.streams.control import REQUEST, ControlChannel, RescaleRequest, RescaleTarget
+from elasticity.layout import Layout
+from elasticity.migration.report import MigrationReport
+from pipelines.streams.control import (
+    REQUEST,
+    ControlChannel,
+    RescaleRequest,
+    RescaleResult,
+    RescaleTarget,
+    next_layout_of,
+)
 
 
 @pytest.mark.parametrize(
@@ -36,6 +46,42 @@ def test_a_valid_request_stays_until_answered(tmp_path):
     request = RescaleRequest(target=RescaleTarget(op="scale_to", channels=3))
     control.request(request)
     assert control.take_request() == control.take_request() == request
-    control.publish_result(request.request_id, {"status": "committed"})
+    answer = RescaleResult(request_id=request.request_id, status="committed", layout=Layout.uniform(3))
+    control.publish_result(answer)
     assert control.take_request() is None
-    assert control.result(request.request_id) == {"status": "committed"}
+    assert control.result(request.request_id) == answer
+
+
+def test_request_and_result_round_trip_with_layout_and_report(tmp_path):
+    control = ControlChannel(str(tmp_path))
+    current = Layout.uniform(2)
+    planned = current.split(1).renumbered(1)
+    request = RescaleRequest(target=RescaleTarget(op="split", channel=1), base_epoch=0, planned=planned)
+    control.request(request)
+    taken = control.take_request()
+    assert taken == request and taken.planned == planned
+    report = MigrationReport(0, 1, "split", 2, 3, keys_moved=10, keys_total=40, phase_ms={"donate": 1.5})
+    answer = RescaleResult(request_id=request.request_id, status="committed", layout=planned, report=report)
+    control.publish_result(answer)
+    again = control.result(request.request_id)
+    assert again == answer and again.report.fraction_moved == 0.25
+
+
+def test_the_stream_applies_the_planned_layout_not_its_own_plan():
+    current = Layout.uniform(3)
+    # A merge planned by the sender differs from what the target alone would give: the plan wins.
+    planned = current.merge(0).renumbered(1)
+    request = RescaleRequest(target=RescaleTarget(op="scale_to", channels=2), base_epoch=0, planned=planned)
+    assert next_layout_of(request, current) == planned
+    assert next_layout_of(request.model_copy(update={"planned": None}), current) == current.scale_in(1)
+
+
+def test_a_plan_without_its_base_epoch_or_equal_to_the_committed_layout_is_refused():
+    current = Layout.uniform(2)
+    with pytest.raises(ValueError, match="base_epoch"):
+        next_layout_of(RescaleRequest(target=RescaleTarget(op="split", channel=0), planned=current.split(0)), current)
+    with pytest.raises(ValueError, match="nothing to do"):
+        next_layout_of(
+            RescaleRequest(target=RescaleTarget(op="split", channel=0), base_epoch=0, planned=current.renumbered(5)),
+            current,
+        )
