@@ -35,8 +35,10 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.soak_dagster import ENDED, ControlRoom
+from benchmarks.soak_jobs import JOBS, Expected, SoakJob
 from orchestration.stack.kafka_broker import KafkaBroker
-from pipelines.streams.names import checkpoint_path, control_path, elastic_path, results_table_path
+from pipelines.streams.names import checkpoint_path, control_path, elastic_path
 
 FAULTS = (
     "driver",
@@ -46,13 +48,15 @@ FAULTS = (
     "snapshot_write",
     "broker",
     "second_driver",
+    "dagster_daemon",
+    "code_server",
     "rescale",
 )
 KILL_POINTS = tuple(f for f in FAULTS if f != "rescale")
+# Faults that need the soak's Dagster (`--no-dagster` leaves them out).
+DAGSTER_FAULTS = ("dagster_daemon", "code_server")
 # The migration phases a kill can land after (each journal entry is published before the phase's work).
 MIGRATION_PHASES = ("planned", "donating", "donated", "collecting", "collected", "committed")
-KEYS = 2_000
-MALFORMED_SHARE = 0.01
 # Every this many batches a channel writes a snapshot (the stream's default, `snapshot_every_batches`).
 SNAPSHOT_EVERY_BATCHES = 25
 
@@ -64,9 +68,9 @@ class SoakOptions:
     folder: Path
     bootstrap: str
     config: Path
-    # The word-count stream as Dagster's catalog knows it, so the soak's control room (resize
-    # runs, sensors) acts on the very stream the soak runs.
-    stream_name: str = "wordcount"
+    # The pipelines run side by side, as Dagster's catalog knows them (names, topics), so the
+    # soak's control room (resize runs, the sensor) acts on the very stream the soak runs: the first.
+    jobs: tuple[str, ...] = ("wordcount", "adclicks")
     min_gap_s: float = 4.0
     max_gap_s: float = 20.0
     peak_lines_per_s: float = 400.0
@@ -74,6 +78,9 @@ class SoakOptions:
     # Besides the drawn faults, a manual rescale is requested this often (a random gap in the
     # range), so a run rescales often enough to meet kills mid-migration and mid-replay.
     rescale_gap_s: tuple[float, float] = (25.0, 60.0)
+    # A Dagster control room (webserver, daemon, code server; the elasticity sensor running)
+    # launches resize runs beside the soak's direct requests, and is killed by the Dagster faults.
+    dagster: bool = True
 
 
 @dataclass
@@ -125,7 +132,11 @@ class SoakReport:
     requests: dict[str, str] = field(default_factory=dict)
     lost: int = 0
     doubled: int = 0
-    words_checked: int = 0
+    keys_checked: dict[str, int] = field(default_factory=dict)
+    late_counted: dict[str, int] = field(default_factory=dict)
+    migrations_committed: int = 0
+    dagster_runs: dict[str, int] = field(default_factory=dict)
+    control_room_restarts: int = 0
     dead_letters_expected: int = 0
     dead_letters_found: int = 0
     violations: list[str] = field(default_factory=list)
@@ -136,7 +147,8 @@ class SoakReport:
 
     @property
     def rescales(self) -> int:
-        return sum(1 for status in self.requests.values() if status == "committed")
+        """Migrations that committed, whoever asked (the soak, a resize run, the sensor)."""
+        return self.migrations_committed
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -146,7 +158,10 @@ class SoakReport:
             "lost": self.lost,
             "doubled": self.doubled,
             "violations": self.violations,
-            "words_checked": self.words_checked,
+            "keys_checked": self.keys_checked,
+            "late_counted": self.late_counted,
+            "dagster_runs": self.dagster_runs,
+            "control_room_restarts": self.control_room_restarts,
             "dead_letters_expected": self.dead_letters_expected,
             "dead_letters_found": self.dead_letters_found,
             "requests": self.requests,
@@ -180,21 +195,22 @@ class BrokerHandle:
 
 
 class StreamProcess:
-    """One `esp stream run` of the soak's stream, in its own process group."""
+    """One `esp stream run` of one of the soak's streams, in its own process group."""
 
-    def __init__(self, options: SoakOptions, topic: str, log: Path) -> None:
-        self.options, self.topic, self.log = options, topic, log
+    def __init__(self, options: SoakOptions, job: SoakJob, log: Path) -> None:
+        self.options, self.job, self.log = options, job, log
+        self.topic = job.topic
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def root(self) -> Path:
-        return self.options.folder / "run" / "streams" / self.options.stream_name
+        return self.options.folder / "run" / "streams" / self.job.name
 
     def command(self) -> list[str]:
         esp = str(Path(sys.executable).parent / "esp")
         return [
-            *(esp, "stream", "run", "--config", str(self.options.config), "--name", self.options.stream_name),
-            *("--topic", self.topic),
+            *(esp, "stream", "run", "--config", str(self.options.config), "--name", self.job.name),
+            *("--job", self.job.job, "--topic", self.topic),
             *("--root", str(self.root), "--channels", "2", "--trigger", "0.5"),
             *("--max-offsets", "2000", "--service-ms", "0.2", "--observe-every", "30"),
         ]
@@ -233,6 +249,17 @@ class StreamProcess:
         return [c for c in children if "pyspark.worker" in " ".join(_cmdline(c)) and c.ppid() != 1]
 
 
+def _tree(process: subprocess.Popen[bytes] | None) -> list[psutil.Process]:
+    """A process and all its descendants ([] once it is gone)."""
+    if process is None:
+        return []
+    try:
+        root = psutil.Process(process.pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def _cmdline(process: psutil.Process) -> list[str]:
     try:
         return process.cmdline()
@@ -243,16 +270,6 @@ def _cmdline(process: psutil.Process) -> list[str]:
 def batch_ids(checkpoint: Path, folder: str) -> list[int]:
     path = checkpoint / folder
     return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
-
-
-def _utf8(value: bytes | None) -> str | None:
-    """The record's text, or None for what word count rejects (a null value, invalid UTF-8)."""
-    if value is None:
-        return None
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def folder_bytes(folder: Path) -> int:
@@ -312,26 +329,15 @@ def channels_holding(elastic: Path, batch_id: int) -> bool:
 
 
 class Load:
-    """A seeded varying load of word lines; the input topic itself is the ledger."""
+    """A seeded varying load of one job's records; the input topic itself is the ledger."""
 
-    def __init__(self, bootstrap: str, topic: str, seed: int, peak: float) -> None:
-        self.bootstrap, self.topic, self.peak = bootstrap, topic, peak
+    def __init__(self, bootstrap: str, job: SoakJob, seed: int, peak: float) -> None:
+        self.bootstrap, self.job, self.peak = bootstrap, job, peak
         self.random = random.Random(seed)
         self.stop = threading.Event()
         self.sent = 0
         self.failed = 0
-        self.thread = threading.Thread(target=self._run, name="soak-load", daemon=True)
-
-    def _line(self) -> bytes | None:
-        # About one record in a hundred is malformed: it must reach the dead-letter topic with its
-        # reason and never fail a batch. Null values and invalid UTF-8 are what word count rejects.
-        draw = self.random.random()
-        if draw < MALFORMED_SHARE / 2:
-            return None
-        if draw < MALFORMED_SHARE:
-            return b"\xff\xfe w1 " + str(self.random.randint(0, 9)).encode()
-        words = (f"w{min(int(self.random.paretovariate(1.2)), KEYS)}" for _ in range(self.random.randint(1, 6)))
-        return " ".join(words).encode()
+        self.thread = threading.Thread(target=self._run, name=f"soak-load-{job.name}", daemon=True)
 
     def _run(self) -> None:
         from kafka import KafkaProducer
@@ -344,9 +350,8 @@ class Load:
             rate = self.peak * (0.35 + 0.65 * abs(((phase * 0.9) % 2.0) - 1.0))
             try:
                 for _ in range(max(1, int(rate / 10))):
-                    line = self._line()
-                    # A null value needs a key (Kafka records need one of the two).
-                    future = producer.send(self.topic, key=None if line is not None else b"null", value=line)
+                    key, value = self.job.record(self.random)
+                    future = producer.send(self.job.topic, key=key, value=value)
                     future.add_errback(self._count_failure)
                     self.sent += 1
             except KafkaError:  # the broker is down on purpose: the load waits for it
@@ -367,110 +372,146 @@ class Load:
 class Soak:
     """One soak run: faults on a schedule, a monitor that restarts a dead stream, then checks."""
 
-    def __init__(self, options: SoakOptions, broker: BrokerHandle, topic: str, progress: Callable[[str], None]) -> None:
-        self.options, self.broker, self.topic, self.progress = options, broker, topic, progress
+    def __init__(self, options: SoakOptions, broker: BrokerHandle, progress: Callable[[str], None]) -> None:
+        self.options, self.broker, self.progress = options, broker, progress
         self.random = random.Random(options.seed)
         self.report = SoakReport(seed=options.seed, minutes=options.minutes)
-        self.stream = StreamProcess(options, topic, options.folder / "stream.log")
+        self.streams = [StreamProcess(options, JOBS[j], options.folder / f"{j}.log") for j in options.jobs]
+        # The stream the current fault acts on (the first, the control room's, unless drawn otherwise).
+        self.stream = self.streams[0]
+        self.request_streams: dict[str, StreamProcess] = {}
         self.started = time.monotonic()
         self.keep_running = threading.Event()
         self.monitor_stop = threading.Event()
-        self.malformed: set[str] = set()  # topic:partition:offset of every record the stream must reject
+        first = self.streams[0].job
+        self.room = ControlRoom(options.folder, options.config, first.name, first.topic) if options.dagster else None
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> SoakReport:
-        load = Load(self.options.bootstrap, self.topic, self.options.seed, self.options.peak_lines_per_s)
-        load.thread.start()
+        if self.room is not None:
+            self.progress("starting Dagster")
+            self.room.start()
+        try:
+            return self._run()
+        finally:
+            if self.room is not None:
+                self.room.stop()
+
+    def _run(self) -> SoakReport:
+        loads = [
+            Load(self.options.bootstrap, s.job, self.options.seed + i, self.options.peak_lines_per_s)
+            for i, s in enumerate(self.streams)
+        ]
+        for load in loads:
+            load.thread.start()
         self.keep_running.set()
-        self.stream.start()
+        for stream in self.streams:
+            stream.start()
         monitor = threading.Thread(target=self._monitor, name="soak-monitor", daemon=True)
         monitor.start()
-        deadline = self.started + self.options.minutes * 60
         try:
             self._wait_for_first_batch()
+            # The minutes of faults start once every stream runs (Dagster and Spark start slowly on 2 cores).
+            deadline = time.monotonic() + self.options.minutes * 60
             next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
             while time.monotonic() < deadline:
                 self._sleep(self.random.uniform(self.options.min_gap_s, self.options.max_gap_s))
                 if time.monotonic() >= deadline:
                     break
                 if "rescale" in self.options.faults and time.monotonic() >= next_rescale:
-                    self._fault_rescale()
+                    self._rescale_now()
                     next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
                 fault = self.random.choice(self.options.faults)
-                self.progress(f"{self._now():6.0f} s: {fault}")
+                # Dagster acts on the first stream only; other faults hit any of them.
+                self.stream = self.streams[0] if fault in DAGSTER_FAULTS else self.random.choice(self.streams)
+                self.progress(f"{self._now():6.0f} s: {fault} ({self.stream.job.name})")
                 getattr(self, f"_fault_{fault}")()
         finally:
-            load.stop.set()
-            load.thread.join(timeout=60)
+            for load in loads:
+                load.stop.set()
+            for load in loads:
+                load.thread.join(timeout=60)
         self._catch_up()
+        self._check_runs()
         self.keep_running.clear()
         self.monitor_stop.set()
         monitor.join(timeout=10)
-        self.stream.kill(signal.SIGTERM)
-        self._check_state()
+        for stream in self.streams:
+            stream.kill(signal.SIGTERM)
+        for stream in self.streams:
+            self.stream = stream
+            self._check_state()
         return self.report
 
     def _now(self) -> float:
         return time.monotonic() - self.started
 
     def _event(self, kind: str, detail: str) -> None:
-        self.report.events.append(Event(round(self._now(), 2), kind, detail))
+        self.report.events.append(Event(round(self._now(), 2), kind, f"{self.stream.job.name}: {detail}"))
 
     def _sleep(self, seconds: float) -> None:
         time.sleep(max(0.0, seconds))
 
     def _monitor(self) -> None:
-        """Restart a stream that died (the Dagster supervisor's job in production); sample lag."""
+        """Restart a stream that died (the Dagster supervisor's job in production); sample lag and resources."""
+        while not self.monitor_stop.wait(2.0):
+            for stream in self.streams:
+                if self.keep_running.is_set() and not stream.alive():
+                    stream.kill()
+                    stream.start()
+            lag = self._lag()
+            if lag is not None:
+                self.report.lag.append((round(self._now(), 1), lag))
+            layout = self._committed_layout(self.streams[0])
+            if layout is not None:
+                self.report.channels.append((round(self._now(), 1), layout.n_channels))
+            if all(stream.alive() for stream in self.streams):
+                self.report.resources.append(self._sample_resources())
+
+    def _lag(self) -> int | None:
+        """Records not yet consumed, over every stream (None while the broker is down)."""
         from pipelines.kafka_topics import end_offsets
         from pipelines.streams.metrics import checkpoint_offsets
 
-        while not self.monitor_stop.wait(2.0):
-            if self.keep_running.is_set() and not self.stream.alive():
-                self.stream.kill()
-                self.stream.start()
+        total = 0
+        for stream in self.streams:
             try:
-                end = end_offsets(self.options.bootstrap, self.topic)
-                done = checkpoint_offsets(str(checkpoint_path(self.stream.root)), self.topic)
-                self.report.lag.append((round(self._now(), 1), sum(end.values()) - sum(done.values())))
+                end = end_offsets(self.options.bootstrap, stream.topic)
+                done = checkpoint_offsets(str(checkpoint_path(stream.root)), stream.topic)
             except Exception:  # the broker may be down on purpose; the lag is then unknown
-                pass
-            layout = self._committed_layout()
-            if layout is not None:
-                self.report.channels.append((round(self._now(), 1), layout.n_channels))
-            if self.stream.alive():
-                self.report.resources.append(self._sample_resources())
+                return None
+            total += sum(end.values()) - sum(done.values())
+        return total
 
     def _sample_resources(self) -> ResourceSample:
         open_files = threads = 0
-        if self.stream.process is not None:
+        for process in [p for stream in self.streams for p in _tree(stream.process)]:
             try:
-                root = psutil.Process(self.stream.process.pid)
-                for process in [root, *root.children(recursive=True)]:
-                    try:
-                        open_files += process.num_fds()
-                        threads += process.num_threads()
-                    except (psutil.NoSuchProcess, psutil.AccessDenied):
-                        continue
-            except psutil.NoSuchProcess:
-                pass
-        elastic = elastic_path(self.stream.root)
+                open_files += process.num_fds()
+                threads += process.num_threads()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        roots = [stream.root for stream in self.streams]
         return ResourceSample(
             at_s=round(self._now(), 1),
             open_files=open_files,
             threads=threads,
-            state_bytes=folder_bytes(elastic / "channels"),
-            checkpoint_bytes=folder_bytes(checkpoint_path(self.stream.root)),
-            migrations_bytes=folder_bytes(elastic / "migrations"),
-            control_bytes=folder_bytes(control_path(self.stream.root)),
+            state_bytes=sum(folder_bytes(elastic_path(r) / "channels") for r in roots),
+            checkpoint_bytes=sum(folder_bytes(checkpoint_path(r)) for r in roots),
+            migrations_bytes=sum(folder_bytes(elastic_path(r) / "migrations") for r in roots),
+            control_bytes=sum(folder_bytes(control_path(r)) for r in roots),
         )
 
     def _wait_for_first_batch(self, timeout_s: float = 300) -> None:
         deadline = time.monotonic() + timeout_s
-        while not batch_ids(checkpoint_path(self.stream.root), "commits"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the soak's stream committed no batch in {timeout_s:.0f} s; see {self.stream.log}")
-            time.sleep(0.5)
+        for stream in self.streams:
+            while not batch_ids(checkpoint_path(stream.root), "commits"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"stream {stream.job.name} committed no batch in {timeout_s:.0f} s; see {stream.log}"
+                    )
+                time.sleep(0.5)
 
     # -- faults ------------------------------------------------------------------------------
 
@@ -581,7 +622,7 @@ class Soak:
         # while the monitor restarts a dead first driver may win the lease and rightly run alone.
         if not self._first_holds_the_lease():
             return
-        second = StreamProcess(self.options, self.topic, self.options.folder / "second-driver.log")
+        second = StreamProcess(self.options, self.stream.job, self.options.folder / "second-driver.log")
         process = second.start()
         try:
             process.wait(timeout=120)
@@ -603,40 +644,89 @@ class Soak:
         if target:
             self._event("rescale", target)
 
+    def _rescale_now(self) -> None:
+        """A manual rescale: every other one through a Dagster resize run, as a user would click it."""
+        if self.room is None or self.random.random() < 0.5:
+            self._fault_rescale()
+            return
+        run_id = self._launch_resize()
+        if run_id:
+            self._event("rescale", f"resize run {run_id[:8]} launched through Dagster")
+
+    def _launch_resize(self) -> str | None:
+        from pipelines.streams.control import ControlChannel
+
+        first = self.streams[0]  # the control room's stream
+        layout = self._committed_layout(first)
+        if self.room is None or layout is None or ControlChannel(str(control_path(first.root))).take_request():
+            return None
+        target = self._random_target(layout)
+        try:
+            return self.room.launch_resize(target.model_dump(), "soak (Dagster)")
+        except (OSError, RuntimeError) as error:  # a control room being restarted: no launch this time
+            self._event("rescale", f"resize run not launched: {error}")
+            return None
+
+    def _fault_dagster_daemon(self) -> None:
+        """SIGKILL the Dagster daemon while a resize run is queued or starting (it dequeues and launches runs)."""
+        self._kill_dagster_part("dagster_daemon", "the daemon", wanted=frozenset({"QUEUED", "STARTING", "STARTED"}))
+
+    def _fault_code_server(self) -> None:
+        """SIGKILL the code server (the gRPC server that launched the run's worker) while a resize run runs."""
+        self._kill_dagster_part("code_server", "the code server", wanted=frozenset({"STARTED"}))
+
+    def _kill_dagster_part(self, kind: str, part: str, wanted: frozenset[str]) -> None:
+        if self.room is None:
+            return
+        run_id = self._launch_resize()
+        status = self.room.wait_for_status(run_id, wanted | ENDED, 90) if run_id else "no run"
+        killed = self.room.kill_daemon() if kind == "dagster_daemon" else self.room.kill_code_server()
+        self._event(kind, f"SIGKILL of {part} (pid {killed}) while resize run {(run_id or '-')[:8]} was {status}")
+        time.sleep(2)
+        if self.room.ensure_serving():
+            self.report.control_room_restarts += 1
+
     # -- rescale requests --------------------------------------------------------------------
 
-    def _committed_layout(self):  # -> Layout | None
+    def _committed_layout(self, stream: StreamProcess | None = None):  # -> Layout | None
         from elasticity.migration import LayoutRegistry, RegistryError
         from elasticity.state import Location
 
         try:
-            return LayoutRegistry(Location.of(str(elastic_path(self.stream.root)))).committed()
+            return LayoutRegistry(Location.of(str(elastic_path((stream or self.stream).root)))).committed()
         except (RegistryError, FileNotFoundError, ValueError):
             return None
 
     def _request_rescale(self) -> str:
-        from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+        from pipelines.streams.control import ControlChannel, RescaleRequest
 
         control = ControlChannel(str(control_path(self.stream.root)))
         layout = self._committed_layout()
         if layout is None or control.take_request() is not None:
             return ""
-        channels = list(layout.channels)
-        options = [RescaleTarget(op="scale_to", channels=n) for n in range(1, 7) if n != len(channels)]
-        options += [RescaleTarget(op="split", channel=c) for c in channels if len(channels) < 6]
-        options += [RescaleTarget(op="merge", channel=c) for c in channels if len(channels) > 1]
-        target = self.random.choice(options)
+        target = self._random_target(layout)
         # Planned here, as the resizing asset and `esp stream rescale` do; every third request
         # carries the target alone, as a hand-written one would, and the stream plans it.
         planned = target.next_layout(layout).renumbered(layout.epoch + 1) if self.random.random() < 2 / 3 else None
         request = RescaleRequest(target=target, reason="soak", base_epoch=layout.epoch, planned=planned)
         control.request(request)
         self.report.requests[request.request_id] = "waiting"
+        self.request_streams[request.request_id] = self.stream
         return f"{target.op} {target.channels if target.op == 'scale_to' else target.channel}"
+
+    def _random_target(self, layout):  # -> RescaleTarget
+        from pipelines.streams.control import RescaleTarget
+
+        channels = list(layout.channels)
+        options = [RescaleTarget(op="scale_to", channels=n) for n in range(1, 7) if n != len(channels)]
+        options += [RescaleTarget(op="split", channel=c) for c in channels if len(channels) < 6]
+        options += [RescaleTarget(op="merge", channel=c) for c in channels if len(channels) > 1]
+        return self.random.choice(options)
 
     # -- the end -----------------------------------------------------------------------------
 
-    def _catch_up(self, timeout_s: float = 600) -> None:
+    def _catch_up(self, timeout_s: float = 900) -> None:
+        """Wait until every stream consumed its topic to the end and answered its waiting request."""
         from pipelines.kafka_topics import end_offsets
         from pipelines.streams.control import REQUEST
         from pipelines.streams.metrics import checkpoint_offsets
@@ -644,70 +734,106 @@ class Soak:
         self.progress("catching up")
         if not self.broker.answers():
             self.broker.start()
-        target = end_offsets(self.options.bootstrap, self.topic)
         deadline = time.monotonic() + timeout_s
-        control = control_path(self.stream.root)
-        while time.monotonic() < deadline:
-            done = checkpoint_offsets(str(checkpoint_path(self.stream.root)), self.topic)
-            caught_up = all(done.get(p, -1) >= end for p, end in target.items())
-            if caught_up and not (control / REQUEST).exists():
-                return
-            time.sleep(1.0)
-        self.report.violations.append(f"the stream did not catch up within {timeout_s:.0f} s of the load's end")
+        for stream in self.streams:
+            target = end_offsets(self.options.bootstrap, stream.topic)
+            while time.monotonic() < deadline:
+                done = checkpoint_offsets(str(checkpoint_path(stream.root)), stream.topic)
+                caught_up = all(done.get(p, -1) >= end for p, end in target.items())
+                if caught_up and not (control_path(stream.root) / REQUEST).exists():
+                    break
+                time.sleep(1.0)
+            else:
+                self.report.violations.append(f"{stream.job.name} did not catch up within {timeout_s:.0f} s")
 
     def _check_state(self) -> None:
-        self.progress("checking")
-        self.report.violations.extend(growth_violations(self.report.resources))
+        """The checks of the stream `self.stream`: answers, journals, results, state, dead letters."""
+        name = self.stream.job.name
+        self.progress(f"checking {name}")
+        if self.stream is self.streams[0]:
+            self.report.violations.extend(growth_violations(self.report.resources))
         self._check_requests()
         migrated = self._check_journals()
-        for request_id, status in self.report.requests.items():
-            if status == "committed" and migrated[request_id] != 1:
+        for request_id, stream in self.request_streams.items():
+            status = self.report.requests[request_id]
+            if stream is self.stream and status == "committed" and migrated[request_id] != 1:
                 self.report.violations.append(
                     f"request {request_id} answered committed, migrated {migrated[request_id]} times"
                 )
-        streamed, stored = self._results(), self._stored_counts()
-        oracle = self._oracle()
-        self.report.words_checked = len(oracle)
-        self.report.lost = sum(1 for w, n in oracle.items() if streamed.get(w, 0) < n)
-        self.report.doubled = sum(1 for w, n in oracle.items() if streamed.get(w, 0) > n)
-        self.report.doubled += sum(1 for w in streamed if w not in oracle)
-        self._check_dead_letters()
-        wrong_state = [w for w, n in oracle.items() if stored.get(w) != n]
-        if wrong_state:
+        expected = self._expected()
+        outputs = self.stream.job.outputs(self.stream.root)
+        got = Counter(outputs.counted) + Counter(outputs.late)
+        self.report.keys_checked[name] = len(expected.counts)
+        self.report.late_counted[name] = sum(outputs.late.values())
+        self.report.lost += sum(1 for k, n in expected.counts.items() if got[k] < n)
+        self.report.doubled += sum(1 for k, n in expected.counts.items() if got[k] > n)
+        self.report.doubled += sum(1 for k in got if k not in expected.counts)
+        self._check_dead_letters(expected.malformed)
+        stored = self._stored_counts()
+        if wrong := sorted(k for k in set(stored) | set(outputs.counted) if stored.get(k) != outputs.counted.get(k)):
             self.report.violations.append(
-                f"{len(wrong_state)} word(s) whose stored state differs from the input, e.g. {wrong_state[:3]}"
+                f"{name}: {len(wrong)} key(s) whose stored state differs from the results, e.g. {wrong[:3]}"
             )
 
-    def _check_dead_letters(self) -> None:
+    def _expected(self) -> Expected:
+        """What the stream must end with, from its input topic read back (the ledger)."""
+        from pipelines.probes import PROBE_KAFKA_KEY
+
+        expected = Expected()
+        for record in read_topic(self.options.bootstrap, self.stream.topic):
+            if record.key != PROBE_KAFKA_KEY:
+                position = f"{self.stream.topic}:{record.partition}:{record.offset}"
+                self.stream.job.expect(record.key, record.value, position, expected)
+        return expected
+
+    def _check_runs(self, timeout_s: float = 420) -> None:
+        """Every resize run ended (none left STARTED by a killed part of Dagster); counts by source."""
+        if self.room is None:
+            return
+        self.progress("waiting for resize runs to end")
+        self.room.ensure_serving()
+        deadline = time.monotonic() + timeout_s
+        runs = self.room.resize_runs()
+        while any(r.status not in ENDED for r in runs) and time.monotonic() < deadline:
+            time.sleep(5)
+            runs = self.room.resize_runs()
+        counts: Counter[str] = Counter()
+        for run in runs:
+            counts[f"{'sensor' if run.by_sensor else 'manual'}_{run.status.lower()}"] += 1
+            if run.status not in ENDED:
+                self.report.violations.append(f"resize run {run.run_id} is still {run.status} after the soak")
+        self.report.dagster_runs = dict(counts)
+
+    def _check_dead_letters(self, malformed: set[str]) -> None:
         """Every rejected record is in the dead-letter topic with a reason, and nothing else is
         (replays may repeat a dead letter: the topic is at-least-once, keyed by position)."""
         from pipelines.streams.names import dead_letter_topic
 
-        letters = read_topic(self.options.bootstrap, dead_letter_topic(self.options.stream_name))
+        letters = read_topic(self.options.bootstrap, dead_letter_topic(self.stream.job.name))
         found: dict[str, str] = {}
         for record in letters:
             letter = json.loads(record.value)
             position = f"{letter['source_topic']}:{letter['source_partition']}:{letter['source_offset']}"
             found[position] = letter.get("reason") or ""
-        self.report.dead_letters_expected = len(self.malformed)
-        self.report.dead_letters_found = len(self.malformed & found.keys())
-        missing = sorted(self.malformed - found.keys())
+        self.report.dead_letters_expected += len(malformed)
+        self.report.dead_letters_found += len(malformed & found.keys())
+        missing = sorted(malformed - found.keys())
         if missing:
             self.report.violations.append(
                 f"{len(missing)} rejected record(s) missing from the dead-letter topic, e.g. {missing[:3]}"
             )
-        if unexpected := sorted(found.keys() - self.malformed):
+        if unexpected := sorted(found.keys() - malformed):
             self.report.violations.append(
                 f"{len(unexpected)} good record(s) in the dead-letter topic, e.g. {unexpected[:3]}"
             )
-        if without := [p for p in self.malformed & found.keys() if not found[p]]:
+        if without := [p for p in malformed & found.keys() if not found[p]]:
             self.report.violations.append(f"{len(without)} dead letter(s) without a reason, e.g. {without[:3]}")
 
     def _check_requests(self) -> None:
         from pipelines.streams.control import ControlChannel
 
         control = control_path(self.stream.root)
-        for request_id in self.report.requests:
+        for request_id in [r for r, stream in self.request_streams.items() if stream is self.stream]:
             results = list(control.glob(f"result-{request_id}.json"))
             if len(results) != 1:
                 self.report.violations.append(f"rescale request {request_id} has {len(results)} answers")
@@ -732,6 +858,11 @@ class Soak:
                 self.report.violations.append(f"migration journal {name} never ended: {journal.phases()}")
             if entries and journal.has(Phase.COMMITTED) and entries[0].get("request_id"):
                 committed_by[entries[0]["request_id"]] += 1
+        self.report.migrations_committed += sum(
+            1
+            for name in elastic.child("migrations").names()
+            if Journal(elastic.child("migrations", name, "journal"), time.time).has(Phase.COMMITTED)
+        )
         for request_id, times in committed_by.items():
             if times > 1:
                 self.report.violations.append(f"request {request_id} was migrated {times} times")
@@ -764,35 +895,6 @@ class Soak:
                 stored[key] = int(value)
         backend.close()
         return stored
-
-    def _results(self) -> dict[str, int]:
-        import pyarrow.compute as pc
-        import pyarrow.dataset as ds
-
-        table = ds.dataset(str(results_table_path(self.stream.root)), partitioning="hive").to_table(
-            columns=["word", "count", "batch_id"]
-        )
-        newest = table.group_by("word").aggregate([("batch_id", "max")])
-        joined = table.join(newest, keys=["word"]).filter(pc.equal(pc.field("batch_id"), pc.field("batch_id_max")))
-        return dict(zip(joined["word"].to_pylist(), joined["count"].to_pylist()))
-
-    def _oracle(self) -> dict[str, int]:
-        """Every word of the input topic, read back from the broker (the ledger of what was produced).
-
-        Records the pipeline must reject (null, invalid UTF-8) count no word; their positions are
-        kept in `self.malformed` for the dead-letter check."""
-        from pipelines.probes import PROBE_KAFKA_KEY
-
-        counts: Counter[str] = Counter()
-        for record in read_topic(self.options.bootstrap, self.topic):
-            if record.key == PROBE_KAFKA_KEY:
-                continue
-            line = _utf8(record.value)
-            if line is None:
-                self.malformed.add(f"{self.topic}:{record.partition}:{record.offset}")
-                continue
-            counts.update(w[:200] for w in line.split())
-        return dict(counts)
 
 
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 600):  # -> list[ConsumerRecord]

@@ -12,21 +12,25 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from benchmarks.soak import FAULTS, BrokerHandle, Soak, SoakOptions, SoakReport
+from benchmarks.soak import DAGSTER_FAULTS, FAULTS, BrokerHandle, Soak, SoakOptions, SoakReport
+from benchmarks.soak_jobs import JOBS
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
 KIND_COLOURS = {
     "driver": "tab:red",
-    "driver_mid_batch_with_request": "tab:purple",
+    "driver_mid_batch_with_request": "tab:pink",
     "python_worker": "tab:orange",
-    "migration_phase": "tab:pink",
+    "migration_phase": "magenta",
     "snapshot_write": "tab:olive",
+    "dagster_daemon": "tab:cyan",
+    "code_server": "tab:purple",
     "broker": "tab:brown",
     "second_driver": "tab:gray",
     "rescale": "tab:green",
@@ -50,6 +54,10 @@ def soak_command(
     faults: str = typer.Option(
         ",".join(FAULTS), help="Comma-separated faults to draw from: " + ", ".join(FAULTS) + "."
     ),
+    dagster: bool = typer.Option(
+        True,
+        help="Run a Dagster control room (resize runs, the elasticity sensor) and kill its daemon and code server.",
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Kill and rescale a stream at seeded random times; check nothing was lost or doubled."""
@@ -59,9 +67,23 @@ def soak_command(
         chosen = tuple(f.strip() for f in faults.split(",") if f.strip())
         if not chosen or (unknown := set(chosen) - set(FAULTS)):
             raise ValueError(f"--faults: unknown or no fault {sorted(unknown) if chosen else ''}; known: {FAULTS}")
+        if not dagster:
+            chosen = tuple(f for f in chosen if f not in DAGSTER_FAULTS)
         settings = load_settings(config)
         with tempfile.TemporaryDirectory(prefix="esp-soak-") as folder:
-            report = _run(settings, Path(folder), minutes, seed, (min_gap, max(max_gap, min_gap)), peak, chosen)
+            wanted = SoakOptions(
+                minutes=minutes,
+                seed=seed,
+                folder=Path(folder),
+                bootstrap="",  # the soak's own broker's, once it is up
+                config=Path(folder) / "esp.json",
+                min_gap_s=min_gap,
+                max_gap_s=max(max_gap, min_gap),
+                peak_lines_per_s=peak,
+                faults=chosen,
+                dagster=dagster,
+            )
+            report = _run(settings, wanted)
     json_out.parent.mkdir(parents=True, exist_ok=True)
     results = report.to_json()
     json_out.write_text(json.dumps(results, indent=2))
@@ -73,57 +95,51 @@ def soak_command(
         raise typer.Exit(code=1)
 
 
-def _run(
-    settings, folder: Path, minutes: float, seed: int, gaps: tuple[float, float], peak: float, faults: tuple[str, ...]
-) -> SoakReport:
+def _run(settings, wanted: SoakOptions) -> SoakReport:
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.kafka_broker import KafkaBroker
     from orchestration.stack.project import jvm_layout
     from pipelines.kafka_topics import TopicSpec, ensure_topics
     from pipelines.settings import KafkaSettings
 
+    folder = wanted.folder
     ensure_jars(jvm_layout(settings))
     kafka = KafkaSettings(client_port=_free_port(), controller_port=_free_port(), heap="1g")
     broker = KafkaBroker(kafka, folder / "run", jvm_layout(settings))
     broker.up()
     try:
-        topic = "words"  # the catalog's word-count input: the broker is the soak's own
-        ensure_topics(kafka.bootstrap_servers, [TopicSpec(name=topic, partitions=4)])
-        stream_config = folder / "esp.json"
-        stream_config.write_text(
+        # The catalog's topics (the broker is the soak's own), so Dagster acts on the soaked streams.
+        ensure_topics(kafka.bootstrap_servers, [TopicSpec(name=JOBS[j].topic, partitions=4) for j in wanted.jobs])
+        wanted.config.write_text(
             json.dumps(
                 {
+                    "project_root": str(settings.project_root),
                     "run_dir_name": str(folder / "run"),
                     "kafka": {"host": "127.0.0.1", "client_port": kafka.client_port},
                     "spark": {"master": "local[2]", "ui_enabled": False, "shuffle_partitions": 4},
                 }
             )
         )
-        options = SoakOptions(
-            minutes=minutes,
-            seed=seed,
-            folder=folder,
-            bootstrap=kafka.bootstrap_servers,
-            config=stream_config,
-            min_gap_s=gaps[0],
-            max_gap_s=gaps[1],
-            peak_lines_per_s=peak,
-            faults=faults,
-        )
+        options = replace(wanted, bootstrap=kafka.bootstrap_servers)
         with console.status("soaking…") as status:
-            soak = Soak(options, BrokerHandle(broker), topic, lambda text: status.update(f"soak: {text}"))
+            soak = Soak(options, BrokerHandle(broker), lambda text: status.update(f"soak: {text}"))
             try:
                 return soak.run()
             finally:
-                soak.stream.kill()
+                for stream in soak.streams:
+                    stream.kill()
     finally:
         broker.down()
 
 
 def summary_table(results: dict[str, Any]) -> Table:
     table = Table("figure", "value", title="esp soak")
-    for key in ("rescales", "kills", "lost", "doubled", "words_checked"):
+    for key in ("rescales", "kills", "lost", "doubled", "dead_letters_found", "control_room_restarts"):
         table.add_row(key, str(results[key]))
+    for job, keys in sorted(results["keys_checked"].items()):
+        table.add_row(f"  {job} keys checked", str(keys))
+    for outcome, count in sorted(results["dagster_runs"].items()):
+        table.add_row(f"  resize runs {outcome}", str(count))
     for point, count in sorted(results["kills_by_point"].items()):
         table.add_row(f"  {point}", str(count))
     table.add_row("violations", "\n".join(results["violations"]) or "none")
@@ -137,18 +153,29 @@ def write_timeline(report: SoakReport, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (lag_ax, channel_ax) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
+    fig, (lag_ax, channel_ax, resource_ax) = plt.subplots(3, 1, figsize=(11, 8), sharex=True)
     if report.lag:
         lag_ax.plot(*zip(*report.lag), color="tab:blue", linewidth=1)
     lag_ax.set_ylabel("lag (records)")
     if report.channels:
         channel_ax.step(*zip(*report.channels), where="post", color="black", linewidth=1)
-    channel_ax.set_ylabel("channels")
-    channel_ax.set_xlabel("seconds since start")
+    channel_ax.set_ylabel("channels (first stream)")
+    if report.resources:
+        at = [r.at_s for r in report.resources]
+        resource_ax.plot(at, [r.open_files for r in report.resources], linewidth=1, label="open files")
+        resource_ax.plot(at, [r.threads for r in report.resources], linewidth=1, label="threads")
+        state_ax = resource_ax.twinx()
+        state_mib = [(r.state_bytes + r.checkpoint_bytes + r.migrations_bytes) / 2**20 for r in report.resources]
+        state_ax.plot(at, state_mib, color="black", linewidth=1, label="state + checkpoint, MiB")
+        state_ax.set_ylabel("MiB")
+        state_ax.legend(loc="upper right", fontsize=7)
+        resource_ax.legend(loc="upper left", fontsize=7)
+    resource_ax.set_ylabel("streams' processes")
+    resource_ax.set_xlabel("seconds since start")
     seen: set[str] = set()
     for event in report.events:
         colour = KIND_COLOURS.get(event.kind, "tab:gray")
-        for ax in (lag_ax, channel_ax):
+        for ax in (lag_ax, channel_ax, resource_ax):
             ax.axvline(
                 event.at_s, color=colour, alpha=0.6, linewidth=1, label=None if event.kind in seen else event.kind
             )

@@ -1,4 +1,5 @@
-"""A short `esp soak` in every test run: a few seeded kills and rescales, nothing lost or doubled.
+"""A short `esp soak` in every test run: both pipelines, the Dagster control room, a few seeded
+kills and rescales, nothing lost or doubled, every malformed record dead-lettered.
 
 The long soak (`esp soak --minutes 30`) is `make soak`; this one keeps the harness itself honest
 and catches a regression of the exactly-once path under faults in CI.
@@ -19,16 +20,19 @@ pytestmark = pytest.mark.integration
 def test_a_short_soak_loses_and_doubles_nothing(tmp_path):
     esp = str(Path(sys.executable).parent / "esp")
     report_path = tmp_path / "soak.json"
-    command = [esp, "soak", "--minutes", "2", "--seed", "11", "--min-gap", "3", "--max-gap", "10"]
+    command = [esp, "soak", "--minutes", "3", "--seed", "11", "--min-gap", "3", "--max-gap", "10"]
     done = subprocess.run(
         [*command, "--json", str(report_path)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1500,
     )
     assert report_path.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(report_path.read_text())
     assert (report["lost"], report["doubled"], report["violations"]) == (0, 0, []), report
-    assert report["kills"] >= 2 and report["words_checked"] > 100, report
+    assert report["kills"] >= 2 and report["rescales"] >= 1, report
+    assert report["keys_checked"]["wordcount"] > 100 and report["keys_checked"]["adclicks"] > 10, report
+    assert report["dead_letters_found"] == report["dead_letters_expected"] > 0, report
+    assert report["late_counted"]["adclicks"] > 0, report
     assert report_path.with_suffix(".png").stat().st_size > 10_000
     assert done.returncode == 0, done.stdout[-3000:]

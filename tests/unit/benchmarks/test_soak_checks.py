@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmarks.soak import ResourceSample, _journal_phases, _utf8, growth_violations
+from benchmarks.soak import ResourceSample, _journal_phases, growth_violations
+from benchmarks.soak_jobs import _utf8
 
 
 def _samples(n: int = 400, grow: str | None = None) -> list[ResourceSample]:
