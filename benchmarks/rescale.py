@@ -218,8 +218,9 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         stream.control.request(request)
         produce(bootstrap, topic, _chunk(keys, options.chunk_lines, 1))
         result = stream.control.wait_for_result(request.request_id, options.timeout_s)
-        if result.get("status") != "committed":
-            raise RuntimeError(f"the rescale failed: {result.get('error')}")
+        if not result.committed or result.report is None:
+            raise RuntimeError(f"the rescale failed: {result.error}")
+        report = result.report
         rescaled = _batch_of(metrics, request.request_id, options.timeout_s, alive)
         wait_for_batches(checkpoint, rescaled - 1, 1, options.timeout_s, alive)
         step("esp: rescaled")
@@ -234,15 +235,15 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         stream.stop()
     correctness = check_results(spark, stream.spec.results_table, bootstrap, topic)
     step("esp: checked")
-    moved, total = result.get("keys_moved", 0), result.get("keys_total") or keys
+    moved, total = report.keys_moved, report.keys_total or keys
     return {
         "topic": topic,
         "batch_id": rescaled,
         "pause_s": commits[rescaled] - trigger if trigger else None,
         "commit_gap_s": commits[rescaled] - commits[rescaled - 1],
         "batch_ms": metrics[rescaled].batch_ms,
-        "migration_ms": result.get("total_ms"),
-        "phase_ms": result.get("phase_ms"),
+        "migration_ms": report.total_ms,
+        "phase_ms": report.phase_ms,
         "normal_batch_ms": metrics[normal].batch_ms if normal in metrics else None,
         # Where each batch's time went (rescale = migration; the others run side by side).
         "batch_phase_ms": metrics[rescaled].phase_ms,
@@ -250,10 +251,10 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         "normal_batch_s": commits[normal] - (_trigger_start(stream.query, normal) or commits[normal]),
         "keys_total": total,
         "keys_moved": moved,
-        "bytes_moved": result.get("bytes_moved"),
+        "bytes_moved": report.bytes_moved,
         "moved_fraction": moved / total if total else None,
-        "ideal_fraction": result.get("ideal_fraction"),
-        "channels": [result.get("channels_before"), result.get("channels_after")],
+        "ideal_fraction": report.ideal_fraction,
+        "channels": [report.channels_before, report.channels_after],
         "correctness": correctness.to_dict(),
     }
 
