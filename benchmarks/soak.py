@@ -786,8 +786,9 @@ class Soak:
                 self.stream.job.expect(record.key, record.value, position, expected)
         return expected
 
-    def _check_runs(self, timeout_s: float = 420) -> None:
-        """Every resize run ended (none left STARTED by a killed part of Dagster); counts by source."""
+    def _check_runs(self, timeout_s: float = 720) -> None:
+        """Every resize run ended (none left STARTED by a killed part of Dagster: run monitoring
+        fails one past its `dagster/max_runtime`, then cancels it); counts by source."""
         if self.room is None:
             return
         self.progress("waiting for resize runs to end")

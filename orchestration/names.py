@@ -136,6 +136,12 @@ RESCALE_RULE_TAG = "esp/rescale-rule"
 RESCALE_ACTION_TAG = "esp/rescale-action"
 RESCALE_TARGET_TAG = "esp/rescale-target"
 RESCALE_REASON_TAG = "esp/rescale-reason"
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+"""Dagster's own: run monitoring fails a run still going after this many seconds (also one whose
+process died, which nothing else would notice with the default run launcher)."""
+RESIZE_MAX_RUNTIME_S = 480
+"""A resize run's limit: its wait for the stream (at most RESIZE_MAX_WAIT_S) plus planning and plots."""
+RESIZE_MAX_WAIT_S = 400.0
 PIPELINE_TAG = "esp/pipeline"
 """The batch pipeline an op or run recomputes."""
 BACKFILL_TAG = "esp/backfill"

@@ -32,7 +32,14 @@ from dagster import (
 )
 from pydantic import Field
 
-from orchestration.names import ELASTICITY_GROUP, RESCALE_TAG, layout_asset_key, stream_asset_key, stream_job_name
+from orchestration.names import (
+    ELASTICITY_GROUP,
+    RESCALE_TAG,
+    RESIZE_MAX_WAIT_S,
+    layout_asset_key,
+    stream_asset_key,
+    stream_job_name,
+)
 from orchestration.resources import EspSettingsResource
 from orchestration.runs import ACTIVE_RUN_STATUSES
 from orchestration.streams.catalog import StreamEntry, stream_spec
@@ -54,7 +61,9 @@ class LayoutConfig(Config):
     dry_run: bool = Field(False, description="Only show the plan (moved ranges, fraction vs ideal); move no state.")
     reason: str = Field("manual", description="Why (the controller's sentence when the sensor asks).")
     rule: str = Field("manual", description="The controller rule that decided (P1..P6, split, merge) or 'manual'.")
-    timeout_s: float = Field(300.0, gt=0, description="How long to wait for a running stream to apply the rescale.")
+    timeout_s: float = Field(
+        300.0, gt=0, le=RESIZE_MAX_WAIT_S, description="How long to wait for a running stream to apply the rescale."
+    )
     alive_within_s: float = Field(
         120.0, gt=0, description="A stream whose checkpoint began or committed a batch this recently counts as running."
     )

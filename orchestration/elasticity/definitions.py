@@ -11,7 +11,7 @@ from dagster import DefaultSensorStatus, Definitions, define_asset_job
 from orchestration.elasticity.assets import make_layout_asset
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S, make_elasticity_sensor
-from orchestration.names import RESCALE_TAG, resize_job_name
+from orchestration.names import MAX_RUNTIME_TAG, RESCALE_TAG, RESIZE_MAX_RUNTIME_S, resize_job_name
 from orchestration.streams.catalog import STREAMS, StreamEntry
 
 
@@ -25,7 +25,10 @@ def elasticity_definitions(
     for entry in entries:
         layout = make_layout_asset(entry)
         # The tag puts manual launches under the same one-rescale-per-stream concurrency limit.
-        job = define_asset_job(resize_job_name(entry.name), selection=[layout], tags={RESCALE_TAG: entry.name})
+        # A resize run whose process died (its code server or the daemon killed) would stay STARTED
+        # and hold the concurrency slot forever: Dagster's run monitoring fails it after the limit.
+        tags = {RESCALE_TAG: entry.name, MAX_RUNTIME_TAG: str(RESIZE_MAX_RUNTIME_S)}
+        job = define_asset_job(resize_job_name(entry.name), selection=[layout], tags=tags)
         assets.append(layout)
         jobs.append(job)
         sensors.append(make_elasticity_sensor(entry, job.name, interval_s, policy, default_status))

@@ -24,6 +24,7 @@ from elasticity.control import (
     OverloadOptions,
     UnderloadOptions,
 )
+from orchestration.names import RESIZE_MAX_WAIT_S
 
 POLICY_FILE = "elasticity-policy.json"
 
@@ -44,7 +45,7 @@ class ElasticityPolicy(BaseModel):
     max_channels: int = Field(8, ge=1, description="Never more channels (keep <= the Spark task slots of the stream).")
     metrics_limit: int = Field(120, ge=4, description="Metrics records (one per batch) read per evaluation.")
     rescale_timeout_s: float = Field(
-        300.0, gt=0, description="How long a rescale run waits for the stream to apply it."
+        300.0, gt=0, le=RESIZE_MAX_WAIT_S, description="How long a rescale run waits for the stream to apply it."
     )
     control: ControlOptions | None = Field(
         None, description="Full detector/controller options; None: derived from the fields above (control_options())."

@@ -26,3 +26,23 @@ def test_instance_config_limits_rescales_and_lives_under_the_run_folder(tmp_path
     limits = config["run_coordinator"]["config"]["tag_concurrency_limits"]
     assert {"key": RESCALE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
     assert config["run_monitoring"]["enabled"] is True
+
+
+def test_resize_runs_whose_process_died_are_failed_by_run_monitoring():
+    # Without the tag, a resize run whose process died with its code server or with `dagster dev`
+    # (the default run launcher has no health check) may stay STARTED and hold the stream's one
+    # rescale slot for good.
+    import pytest
+    from pydantic import ValidationError
+
+    from orchestration.definitions import defs
+    from orchestration.elasticity.assets import LayoutConfig
+    from orchestration.names import MAX_RUNTIME_TAG, RESIZE_MAX_RUNTIME_S, RESIZE_MAX_WAIT_S, resize_job_name
+    from orchestration.streams.catalog import STREAMS
+
+    for entry in STREAMS:
+        job = defs.resolve_job_def(resize_job_name(entry.name))
+        assert int(job.tags[MAX_RUNTIME_TAG]) == RESIZE_MAX_RUNTIME_S
+    assert RESIZE_MAX_WAIT_S < RESIZE_MAX_RUNTIME_S
+    with pytest.raises(ValidationError):
+        LayoutConfig(target={"op": "scale_to", "channels": 2}, timeout_s=RESIZE_MAX_RUNTIME_S)
