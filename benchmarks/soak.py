@@ -380,6 +380,7 @@ class Soak:
         # The stream the current fault acts on (the first, the control room's, unless drawn otherwise).
         self.stream = self.streams[0]
         self.request_streams: dict[str, StreamProcess] = {}
+        self._bag: list[str] = []
         self.started = time.monotonic()
         self.keep_running = threading.Event()
         self.monitor_stop = threading.Event()
@@ -422,7 +423,7 @@ class Soak:
                 if "rescale" in self.options.faults and time.monotonic() >= next_rescale:
                     self._rescale_now()
                     next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
-                fault = self.random.choice(self.options.faults)
+                fault = self._next_fault()
                 # Dagster acts on the first stream only; other faults hit any of them.
                 self.stream = self.streams[0] if fault in DAGSTER_FAULTS else self.random.choice(self.streams)
                 self.progress(f"{self._now():6.0f} s: {fault} ({self.stream.job.name})")
@@ -443,6 +444,14 @@ class Soak:
             self.stream = stream
             self._check_state()
         return self.report
+
+    def _next_fault(self) -> str:
+        """The faults in seeded shuffled rounds: every kill point comes up once per round, so
+        even a short run spreads its kills over all of them."""
+        if not self._bag:
+            self._bag = list(self.options.faults)
+            self.random.shuffle(self._bag)
+        return self._bag.pop()
 
     def _now(self) -> float:
         return time.monotonic() - self.started
