@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.streams.control import ControlChannel, RescaleResult
 from pipelines.streams.names import checkpoint_path, control_path, elastic_path, results_table_path
 from tests.integration.streams import config_for, kill_group, produce, start_stream, wait_for_checkpoint
 
@@ -80,9 +81,7 @@ def _request_while_stopped(config: Path, root: Path, *target: str) -> None:
     assert (control_path(root) / "rescale-request.json").exists()
 
 
-def _wait_for_answer(root: Path, process: subprocess.Popen, timeout_s: float = 180) -> dict:
-    from pipelines.streams.control import ControlChannel
-
+def _wait_for_answer(root: Path, process: subprocess.Popen, timeout_s: float = 180) -> RescaleResult:
     control = control_path(root)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -127,7 +126,7 @@ def test_a_request_waiting_through_a_mid_batch_crash_waits_for_the_replay(spark,
 
     process = start_stream(config, log, *args)
     try:
-        wait_for_checkpoint(str(checkpoint_path(root)), topic, bootstrap, process=process)
+        wait_for_checkpoint(str(checkpoint_path(root)), topic, bootstrap, timeout_s=300, process=process)
     finally:
         kill_group(process, signal.SIGTERM)
 
