@@ -74,6 +74,9 @@ class SoakOptions:
     min_gap_s: float = 4.0
     max_gap_s: float = 20.0
     peak_lines_per_s: float = 400.0
+    # The run goes on past `minutes` until this many faults were drawn: on a busy host each fault
+    # (a restart, a wait for a migration phase) takes longer, and a short run would see too few.
+    min_faults: int = 0
     faults: tuple[str, ...] = FAULTS
     # Besides the drawn faults, a manual rescale is requested this often (a random gap in the
     # range), so a run rescales often enough to meet kills mid-migration and mid-replay.
@@ -420,14 +423,16 @@ class Soak:
             # The minutes of faults start once every stream runs (Dagster and Spark start slowly on 2 cores).
             deadline = time.monotonic() + self.options.minutes * 60
             next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
-            while time.monotonic() < deadline:
+            drawn = 0
+            while time.monotonic() < deadline or drawn < self.options.min_faults:
                 self._sleep(self.random.uniform(self.options.min_gap_s, self.options.max_gap_s))
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline and drawn >= self.options.min_faults:
                     break
                 if "rescale" in self.options.faults and time.monotonic() >= next_rescale:
                     self._rescale_now()
                     next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
                 fault = self._next_fault()
+                drawn += 1
                 # Dagster acts on the first stream only; other faults hit any of them.
                 self.stream = self.streams[0] if fault in DAGSTER_FAULTS else self.random.choice(self.streams)
                 self.progress(f"{self._now():6.0f} s: {fault} ({self.stream.job.name})")

@@ -51,6 +51,9 @@ def soak_command(
     min_gap: float = typer.Option(4.0, min=0.5, help="Shortest pause between two faults, seconds."),
     max_gap: float = typer.Option(20.0, min=1.0, help="Longest pause between two faults, seconds."),
     peak: float = typer.Option(400.0, min=10.0, help="Peak input, lines/s (the load varies below it)."),
+    min_faults: int = typer.Option(
+        0, min=0, help="Go on past --minutes until this many faults were drawn (a busy host slows each one)."
+    ),
     faults: str = typer.Option(
         ",".join(FAULTS), help="Comma-separated faults to draw from: " + ", ".join(FAULTS) + "."
     ),
@@ -80,6 +83,7 @@ def soak_command(
                 min_gap_s=min_gap,
                 max_gap_s=max(max_gap, min_gap),
                 peak_lines_per_s=peak,
+                min_faults=min_faults,
                 faults=chosen,
                 dagster=dagster,
             )

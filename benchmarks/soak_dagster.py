@@ -123,16 +123,29 @@ class ControlRoom:
             )
         self._wait_until_serving(timeout_s)
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 30) -> None:
+        """SIGINT the whole process group, let it drain, then SIGKILL what is left.
+
+        The group holds more than `dagster dev`'s children: when the daemon dies, `dagster dev`
+        exits but leaves the code server and the run workers it launched running. Interrupted, a
+        run worker records its run's end within seconds; SIGKILLed first, the run stays STARTED
+        until run monitoring's `dagster/max_runtime` (8 minutes for a resize run)."""
         if self.process is None:
             return
+        group = self.process.pid
         try:
-            os.killpg(self.process.pid, signal.SIGINT)  # dagster dev shuts its parts down on SIGINT
-            self.process.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(group, signal.SIGINT)  # dagster dev shuts its parts down on SIGINT
+        except ProcessLookupError:
             pass
+        deadline = time.monotonic() + drain_s
         try:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=drain_s)
+        except subprocess.TimeoutExpired:
+            pass
+        while _group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        try:
+            os.killpg(group, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.process.wait(timeout=30)
@@ -255,6 +268,18 @@ class ControlRoom:
             time.sleep(0.5)
             status = self.status(run_id)
         return status
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group."""
+    members = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                members.append(process.pid)
+        except (OSError, psutil.Error):
+            continue
+    return members
 
 
 def _kill_first(processes: list[psutil.Process]) -> int | None:

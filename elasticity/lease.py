@@ -97,15 +97,7 @@ def acquire(root: str, purpose: str, clock: float | None = None) -> Lease | None
     if "://" in root and not root.startswith("file://"):
         return None
     folder = Path(root.removeprefix("file://"))
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = open(folder / LOCK_FILE, "a+b")  # held open for the lease's lifetime
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        holder = read_holder(folder)
-        who = holder.describe() if holder is not None else "another process (not yet recorded)"
-        raise LeaseHeld(f"the stream state under {folder} is held by {who}; stop that process first") from None
+    lock = _lock_or_refuse(folder)  # held open for the lease's lifetime
     previous = read_holder(folder)
     holder = Holder(
         token=(previous.token if previous is not None else 0) + 1,
@@ -116,6 +108,32 @@ def acquire(root: str, purpose: str, clock: float | None = None) -> Lease | None
     )
     _publish(folder / LEASE_FILE, json.dumps(asdict(holder)).encode())
     return Lease(folder, lock, holder)
+
+
+def ensure_free(root: str) -> None:
+    """Raise `LeaseHeld` naming the holder if a live process holds the stage's lease now.
+
+    A quick refusal before costly start-up work (a Spark session takes seconds to minutes on a
+    busy host); it takes nothing, so `acquire` afterwards still decides who writes."""
+    if "://" in root and not root.startswith("file://"):
+        return
+    lock = _lock_or_refuse(Path(root.removeprefix("file://")))
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
+
+
+def _lock_or_refuse(folder: Path) -> IO[bytes]:
+    """The stage's lock file, exclusively locked; LeaseHeld naming the holder if it is taken."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(folder / LOCK_FILE, "a+b")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        holder = read_holder(folder)
+        who = holder.describe() if holder is not None else "another process (not yet recorded)"
+        raise LeaseHeld(f"the stream state under {folder} is held by {who}; stop that process first") from None
+    return lock
 
 
 def _publish(path: Path, data: bytes) -> None:

@@ -9,8 +9,9 @@ every caller here works).
 Every published file ends with a checksum trailer (`#esp-crc32 <crc> <length>`), verified on
 every read: a truncated or damaged file raises `CorruptFile` naming it, never a wrong value. On
 a local disk a publish fsyncs the file before the rename and the directory after it, so a power
-loss cannot leave a published name pointing at missing data. (Object stores have no fsync;
-their put is durable when it returns.)
+loss cannot leave a published name pointing at missing data; directories it creates are
+fsynced into their parents for the same reason. (Object stores have no fsync; their put is
+durable when it returns, so other filesystems keep pyarrow's stream and move.)
 """
 
 from __future__ import annotations
@@ -34,14 +35,20 @@ _TRAILER = re.compile(rb"\n#esp-crc32 ([0-9a-f]{8}) ([0-9]+)\n\Z")
 _TRAILER_MAX = 48
 
 
+_DAMAGED = "it was damaged after esp wrote it"
+# A payload that passes its checksum but does not parse was published that way (damage the
+# checksum misses is a one-in-four-billion chance), so the cause is not damage on disk.
+_WRITTEN_SO = "its checksum holds, so it was written like this"
+
+
 class CorruptFile(ValueError):
     """A durable file that fails its checksum or cannot be parsed: it was damaged after it was
-    written (or written by something else than esp)."""
+    written (or written by something else than esp). `problem` says what is wrong, `cause` why."""
 
-    def __init__(self, path: str, problem: str) -> None:
+    def __init__(self, path: str, problem: str, cause: str = _DAMAGED) -> None:
         super().__init__(
-            f"{path} is corrupt: {problem}. It was damaged after esp wrote it; restore it from a "
-            "copy, or remove the stream's state and start it afresh"
+            f"{path} is corrupt: {problem}; {cause}. Restore it from a copy, or remove the stream's "
+            "state and start it afresh"
         )
         self.path = path
         self.problem = problem
@@ -52,23 +59,25 @@ def seal(payload: bytes | memoryview) -> bytes:
     return b"\n#esp-crc32 %08x %d\n" % (zlib.crc32(payload), len(payload))
 
 
-def unseal(path: str, raw: bytes, *, required: bool = True) -> memoryview:
+def unseal(path: str, raw: bytes | pa.Buffer, *, required: bool = True) -> memoryview:
     """The payload of a published file, checked against its trailer; CorruptFile if it fails.
 
     Without `required`, a file with no trailer (hand-written) is returned whole."""
-    match = _TRAILER.search(raw[-_TRAILER_MAX:])
+    whole = memoryview(raw)
+    match = _TRAILER.search(bytes(whole[-_TRAILER_MAX:]))
     if match is None:
         if not required:
-            return memoryview(raw)
+            return whole
         raise CorruptFile(
             path,
-            f"no checksum trailer at its end ({len(raw)} bytes): truncated, or written by an esp older than checksums",
+            f"no checksum trailer at its end ({len(whole)} bytes)",
+            "it was cut short, or not written by this esp (esp before checksums wrote none)",
         )
     stored_crc, length = int(match.group(1), 16), int(match.group(2))
-    size = len(raw) - (len(match.group(0)))
+    size = len(whole) - len(match.group(0))
     if length != size:
-        raise CorruptFile(path, f"{size} bytes where {length} were written")
-    payload = memoryview(raw)[:size]
+        raise CorruptFile(path, f"{size} bytes where {length} were written", "it was cut or added to since")
+    payload = whole[:size]
     if (computed := zlib.crc32(payload)) != stored_crc:
         raise CorruptFile(path, f"checksum mismatch (stored {stored_crc:08x}, computed {computed:08x})")
     return payload
@@ -96,7 +105,10 @@ class Location:
         return f"{self.path}/{name}"
 
     def ensure(self) -> None:
-        self.fs.create_dir(self.path, recursive=True)
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            _make_dirs_durably(self.path)
+        else:
+            self.fs.create_dir(self.path, recursive=True)
 
     def names(self) -> list[str]:
         """Published (non-temporary) entry names in this directory; [] if it does not exist."""
@@ -147,13 +159,17 @@ class Location:
         trailer is returned whole; one with a trailer is still verified."""
         return bytes(unseal(self.file(name), self._raw(name), required=verify))
 
+    def read_raw(self, name: str) -> bytes:
+        """The file as stored, trailer and all, unverified: only to set a damaged file aside."""
+        return self._raw(name).to_pybytes()
+
     def read_json(self, name: str) -> Any:
         """A published JSON document; CorruptFile if it fails its checksum or does not parse."""
         payload = self.read_bytes(name)
         try:
             return json.loads(payload)
         except ValueError as error:
-            raise CorruptFile(self.file(name), f"not valid JSON ({error})") from None
+            raise CorruptFile(self.file(name), f"not valid JSON ({error})", _WRITTEN_SO) from None
 
     def publish_ipc(self, name: str, table: pa.Table) -> None:
         """Arrow IPC file (fast, for changelogs and migration files), atomically."""
@@ -166,8 +182,8 @@ class Location:
         payload = unseal(self.file(name), self._raw(name))
         try:
             return ipc.open_file(pa.py_buffer(payload)).read_all()
-        except (pa.ArrowInvalid, OSError) as error:
-            raise CorruptFile(self.file(name), f"not an Arrow IPC file ({error})") from None
+        except (pa.ArrowException, OSError) as error:
+            raise CorruptFile(self.file(name), f"not an Arrow IPC file ({error})", _WRITTEN_SO) from None
 
     def publish_parquet(self, name: str, table: pa.Table) -> None:
         """Parquet file (compressed, for snapshots), atomically."""
@@ -179,13 +195,14 @@ class Location:
         payload = unseal(self.file(name), self._raw(name))
         try:
             return pq.read_table(pa.BufferReader(pa.py_buffer(payload)))
-        except (pa.ArrowInvalid, OSError) as error:
-            raise CorruptFile(self.file(name), f"not a Parquet file ({error})") from None
+        except (pa.ArrowException, OSError) as error:
+            raise CorruptFile(self.file(name), f"not a Parquet file ({error})", _WRITTEN_SO) from None
 
-    def _raw(self, name: str) -> bytes:
-        with self.fs.open_input_stream(self.file(name)) as src:
-            data: bytes = src.read()
-            return data
+    def _raw(self, name: str) -> pa.Buffer:
+        # An Arrow buffer, not bytes: the tables read from it are views of it, with no copy. A
+        # random-access file knows its size, so it is read in one piece (a stream grows a buffer).
+        with self.fs.open_input_file(self.file(name)) as src:
+            return src.read_buffer()
 
 
 def _write_local_durably(temp: str, final: str, payload: memoryview) -> None:
@@ -196,7 +213,26 @@ def _write_local_durably(temp: str, final: str, payload: memoryview) -> None:
         out.flush()
         os.fsync(out.fileno())
     os.replace(temp, final)
-    folder = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
+    _fsync_dir(os.path.dirname(final) or ".")
+
+
+def _make_dirs_durably(path: str) -> None:
+    """`path` with its missing parents, each new directory fsynced into its parent: a file
+    fsynced into a directory whose own entry was lost is lost with it."""
+    if os.path.isdir(path):
+        return
+    missing, folder = [], os.path.abspath(path)
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    os.makedirs(path, exist_ok=True)  # exist_ok: another writer may create it meanwhile
+    for created in reversed(missing):
+        _fsync_dir(os.path.dirname(created))
+
+
+def _fsync_dir(path: str) -> None:
+    """Make the entries of directory `path` (names created, renamed into it) durable."""
+    folder = os.open(path, os.O_RDONLY)
     try:
         os.fsync(folder)
     finally:

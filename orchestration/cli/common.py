@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console()
 
@@ -20,8 +21,12 @@ ConfigOption = Annotated[
 
 @contextmanager
 def friendly_errors() -> Iterator[None]:
-    """Turn esp's own errors into one red line and exit code 1, instead of a stack trace."""
+    """Turn esp's own errors into one red line and exit code 1, instead of a stack trace.
+
+    CorruptFile is a ValueError too; it is named so that no narrowing of the ValueError catch-all
+    lets a damaged state file print a stack trace instead of its path and what to do."""
     from elasticity.lease import LeaseHeld
+    from elasticity.state import CorruptFile
     from orchestration.stack.errors import StackError
     from pipelines.kafka_topics import KafkaUnavailableError, TopicMismatchError, UnknownTopicError
     from pipelines.settings import SettingsError
@@ -37,7 +42,10 @@ def friendly_errors() -> Iterator[None]:
         TopicMismatchError,
         CheckpointMismatch,
         LeaseHeld,
+        CorruptFile,
         ValueError,
     ) as err:
-        console.print(f"[bold red]error:[/] {err}")
+        # One line however long (a path and what to do), and the message printed as it is:
+        # file paths and Arrow errors hold brackets that rich would take for markup.
+        console.print(f"[bold red]error:[/] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(code=1) from None

@@ -64,11 +64,13 @@ def run(
     """Run a stream in the foreground until Ctrl-C or SIGTERM (graceful: the batch finishes)."""
     from orchestration.stack.project import load_settings
     from pipelines.spark_session import build_spark_session
+    from pipelines.streams.runner import refuse_if_held
     from pipelines.streams.service import StreamService
 
     with friendly_errors():
         settings = load_settings(config)
         spec = _spec(settings, name, job, topic, channels, trigger, max_offsets, root, service_ms)
+        refuse_if_held(spec)
         service = StreamService(build_spark_session(settings), spec)
         signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
 

@@ -49,6 +49,7 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
         spark: EspSparkResource,
     ) -> MaterializeResult:
         from pipelines.streams.heartbeat import HeartbeatWriter
+        from pipelines.streams.runner import refuse_if_held
         from pipelines.streams.service import StreamService
 
         spec = stream_spec(
@@ -59,6 +60,7 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
             trigger_seconds=config.trigger_seconds,
             max_offsets_per_trigger=config.max_offsets_per_trigger,
         )
+        refuse_if_held(spec)  # before the Spark session: a second writer fails at once
         service = StreamService(spark.spark_session, spec)
         observations = []
 

@@ -17,8 +17,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationError, WithJsonSchema
 
 from elasticity.layout import Layout
+from elasticity.migration.plan import MigrationPlan
 from elasticity.migration.report import MigrationReport
-from elasticity.state import Location
+from elasticity.state import CorruptFile, Location
 
 REQUEST = "rescale-request.json"
 
@@ -105,13 +106,25 @@ class RescaleResult(BaseModel):
 
 def next_layout_of(request: RescaleRequest, current: Layout) -> Layout:
     """The layout `request` asks for on top of `current`: the one its sender planned, or, for a
-    request without one, the target's; ValueError when it makes no sense."""
+    request without one, the target's; ValueError when it makes no sense.
+
+    A planned layout is applied as given, not re-planned (its ring is whole, or the request would
+    not have parsed). It must be a successor of `current`, as every layout operation's result is:
+    no hash range moves between two channels present in both, so only the channels the change
+    names give or take state. The stream checks it before migrating, to say so plainly."""
     if request.planned is None:
         return request.target.next_layout(current)
     if request.base_epoch is None:
         raise ValueError("a request with a planned layout must name the epoch it was planned on (base_epoch)")
     if request.planned.renumbered(current.epoch) == current:
         raise ValueError(f"the planned layout is the committed one (epoch {current.epoch}): nothing to do")
+    if crossing := MigrationPlan.between(current, request.planned).unexpected_moves():
+        first = crossing[0]
+        raise ValueError(
+            f"the planned layout is not a successor of committed epoch {current.epoch}: {len(crossing)} hash "
+            f"range(s) move between channels kept in both (first: channel {first.source} -> {first.target}); "
+            "plan it again on the committed layout"
+        )
     return request.planned
 
 
@@ -135,7 +148,11 @@ class ControlChannel:
         `.reason` beside it: left in place it would fail every batch of the stream for good."""
         if not self.location.exists(REQUEST):
             return None
-        raw = self.location.read_bytes(REQUEST, verify=False)  # people and other tools write requests too
+        try:
+            raw = self.location.read_bytes(REQUEST, verify=False)  # people and other tools write requests too
+        except CorruptFile as corrupt:  # sealed by esp, then damaged: as stuck as a malformed one
+            self._set_aside(self.location.read_raw(REQUEST), f"corrupt rescale request: {corrupt}")
+            return None
         try:
             return RescaleRequest.model_validate_json(raw)
         except ValidationError as error:

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from elasticity.layout import Layout
-from elasticity.lease import Lease, acquire
+from elasticity.lease import Lease, acquire, ensure_free
 from elasticity.migration import Migrator, RecordedOutcome
 from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location
@@ -55,6 +55,12 @@ class _BatchContext:
     raw: DataFrame | None = None
     rescale: RescaleResult | None = None
     phase_ms: dict[str, float] = field(default_factory=dict)
+
+
+def refuse_if_held(spec: StreamSpec) -> None:
+    """LeaseHeld, naming the holder, if a live process writes `spec`'s stream: checked before a
+    Spark session is built, so a second driver is refused in seconds, not after its start-up."""
+    ensure_free(spec.elastic_root)
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """One writer per stream, black-box through `esp stream run`: a second driver is refused naming
-the first, and a stream start is refused while an offline rescale holds the stream."""
+the first (before it starts Spark), and a stream start is refused while an offline rescale holds the stream."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -29,7 +30,12 @@ def test_a_second_driver_is_refused_and_the_first_keeps_running(bootstrap, topic
         while committed_batches(str(checkpoint_path(root))) < 1:
             assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()[-2000:]
             time.sleep(0.5)
-        second = start_stream(config, tmp_path / "second.log", *_args(topic, root))
+        # The second driver's Spark master cannot start: it must be refused before it tries.
+        unstartable = json.loads(config.read_text())
+        unstartable["spark"]["master"] = "spark://127.0.0.1:9"
+        second_config = tmp_path / "second.json"
+        second_config.write_text(json.dumps(unstartable))
+        second = start_stream(second_config, tmp_path / "second.log", *_args(topic, root))
         assert second.wait(timeout=180) != 0
         refusal = (tmp_path / "second.log").read_text()
         assert f"held by pid {first.pid}" in refusal and "stream driver of one-writer" in refusal, refusal[-2000:]

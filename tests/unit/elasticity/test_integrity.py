@@ -108,19 +108,60 @@ def test_a_file_without_a_trailer_is_refused_unless_written_by_hand(tmp_path: Pa
         location.read_bytes("sealed.json", verify=False)
 
 
-def test_a_local_publish_fsyncs_the_file_and_its_directory(tmp_path: Path, monkeypatch) -> None:
-    synced: list[str] = []
+@pytest.fixture
+def synced(monkeypatch) -> list[str]:
+    """The paths fsynced from here on, in order."""
+    paths: list[str] = []
     real_fsync = os.fsync
 
     def recording_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
+    return paths
+
+
+def test_a_local_publish_fsyncs_the_file_and_its_directory(tmp_path: Path, synced: list[str]) -> None:
     Location.of(str(tmp_path)).publish_bytes("f.json", b"{}")
     assert len(synced) == 2
     assert Path(synced[0]).name.startswith(".tmp-")  # the file, before its rename
     assert synced[1] == str(tmp_path)  # the directory, after it
+
+
+def test_directories_a_publish_creates_are_fsynced_into_their_parents(tmp_path: Path, synced: list[str]) -> None:
+    Location.of(str(tmp_path)).child("a", "b").publish_bytes("f.json", b"{}")
+    assert synced[:2] == [str(tmp_path), str(tmp_path / "a")]  # the new entries "a", then "b"
+    assert Path(synced[2]).name.startswith(".tmp-") and synced[3] == str(tmp_path / "a" / "b")
+    synced.clear()
+    Location.of(str(tmp_path)).child("a", "b").publish_bytes("g.json", b"{}")
+    assert len(synced) == 2  # existing directories are not synced again
+
+
+def test_a_sound_checksum_over_an_unreadable_payload_is_still_named(tmp_path: Path) -> None:
+    location = Location.of(str(tmp_path))
+    location.publish_bytes("x.arrow", b"not arrow")
+    location.publish_bytes("x.parquet", b"not parquet")
+    location.publish_bytes("x.json", b"{not json")
+    for read, name in (
+        (location.read_ipc, "x.arrow"),
+        (location.read_parquet, "x.parquet"),
+        (location.read_json, "x.json"),
+    ):
+        with pytest.raises(CorruptFile) as raised:
+            read(name)
+        assert raised.value.path == str(tmp_path / name) and str(tmp_path / name) in str(raised.value)
+
+
+def test_the_message_says_what_is_wrong_and_what_to_do(tmp_path: Path) -> None:
+    location = Location.of(str(tmp_path))
+    location.publish_bytes("f.json", b'{"epoch": 1}')
+    _flip(tmp_path / "f.json", 0)
+    with pytest.raises(CorruptFile) as raised:
+        location.read_json("f.json")
+    message = str(raised.value)
+    assert message.startswith(f"{tmp_path / 'f.json'} is corrupt: checksum mismatch (stored ")
+    assert "damaged after esp wrote it" in message and "restore it from a copy" in message.lower()
 
 
 @settings(max_examples=200, deadline=None)

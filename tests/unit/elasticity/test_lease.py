@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from elasticity.layout import Layout
-from elasticity.lease import LEASE_FILE, FencedOut, LeaseHeld, acquire, read_holder
+from elasticity.lease import LEASE_FILE, FencedOut, LeaseHeld, acquire, ensure_free, read_holder
 from elasticity.migration import LayoutRegistry, Migrator
 from elasticity.state import Int64Codec, Location, MemoryBackend
 
@@ -43,6 +43,21 @@ def test_a_second_writer_is_refused_with_the_holder_named(tmp_path):
     finally:
         process.kill()
         process.wait()
+
+
+def test_the_quick_check_refuses_while_held_and_takes_nothing_when_free(tmp_path):
+    process, token = _holder_process(tmp_path)
+    try:
+        with pytest.raises(LeaseHeld, match=f"pid {process.pid}"):
+            ensure_free(str(tmp_path))
+    finally:
+        process.kill()
+        process.wait()
+    ensure_free(str(tmp_path))  # the holder died: free
+    assert read_holder(tmp_path).token == token  # checking raised no token
+    lease = acquire(str(tmp_path), "after the check")
+    assert lease is not None and lease.holder.token == token + 1
+    lease.release()
 
 
 def test_a_dead_holders_lease_is_taken_over_with_a_new_token(tmp_path):

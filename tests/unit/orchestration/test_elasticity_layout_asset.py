@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,11 @@ from elasticity.migration import LayoutRegistry
 from elasticity.state import Int64Codec, Location, RocksBackend
 from orchestration.elasticity.assets import make_layout_asset
 from orchestration.names import layout_asset_key, op_name
-from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 from tests.unit.elasticity.migration_helpers import assert_owned_exactly_once, populate
 
 ENTRY = StreamEntry(name="fake", job="wordcount", input_topic="fake-in", load_kind="words")
 LAYOUT_OP = op_name(layout_asset_key(ENTRY.name))
-
-
-@pytest.fixture
-def settings(tmp_path) -> EspSettingsResource:
-    config = tmp_path / "esp.json"
-    config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run")}))
-    return EspSettingsResource(config_file=str(config))
 
 
 @pytest.fixture

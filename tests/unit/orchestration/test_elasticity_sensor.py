@@ -29,13 +29,6 @@ LAYOUT_OP = op_name(layout_asset_key(ENTRY.name))
 
 
 @pytest.fixture
-def settings(tmp_path) -> EspSettingsResource:
-    config = tmp_path / "esp.json"
-    config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run")}))
-    return EspSettingsResource(config_file=str(config))
-
-
-@pytest.fixture
 def instance():
     with DagsterInstance.ephemeral() as ephemeral:
         yield ephemeral

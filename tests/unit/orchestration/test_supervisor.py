@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import psutil
 import pytest
@@ -23,6 +22,7 @@ from dagster import (
 )
 from dagster._core.storage.dagster_run import DagsterRun
 
+from elasticity.state import Location
 from orchestration.names import RESTART_REASON_TAG, stream_job_name
 from orchestration.resources import EspSettingsResource
 from orchestration.streams import supervisor
@@ -43,13 +43,6 @@ def _add_run(instance: DagsterInstance, status: DagsterRunStatus) -> str:
     run = DagsterRun(job_name=JOB, status=status)
     instance.add_run(run)
     return run.run_id
-
-
-@pytest.fixture
-def settings(tmp_path) -> EspSettingsResource:
-    config = tmp_path / "esp.json"
-    config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run")}))
-    return EspSettingsResource(config_file=str(config))
 
 
 def _tick(instance: DagsterInstance, settings: EspSettingsResource, cursor: str | None = None):
@@ -118,11 +111,12 @@ def test_a_started_run_whose_driver_is_gone_is_marked_failed_then_restarted(inst
     started = psutil.Process(child.pid).create_time()
     child.wait()
     beat = Heartbeat(socket.gethostname(), child.pid, started, time.time())
-    Path(_control_dir(settings)).mkdir(parents=True, exist_ok=True)
-    (Path(_control_dir(settings)) / HEARTBEAT).write_text(json.dumps(asdict(beat)))
+    # Published as the stream does (checksummed): a raw file would read as no beat at all.
+    Location.of(_control_dir(settings)).publish_bytes(HEARTBEAT, json.dumps(asdict(beat)).encode())
 
     result, cursor = _tick(instance, settings)
     assert isinstance(result, SkipReason) and "marked failed" in result.skip_message
+    assert f"driver process {child.pid}" in result.skip_message  # judged by its beat, not its absence
     assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
     result, _ = _tick(instance, settings, cursor)
     assert isinstance(result, SkipReason) and "failed (1 in a row)" in result.skip_message  # then backs off

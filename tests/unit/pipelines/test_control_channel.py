@@ -3,6 +3,8 @@ every batch; requests carry the planned layout and answers are typed, both round
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from elasticity.layout import Layout
@@ -39,6 +41,30 @@ def test_a_malformed_request_is_set_aside_with_its_reason(tmp_path, raw):
     request = RescaleRequest(target=RescaleTarget(op="split", channel=0), base_epoch=2)
     control.request(request)
     assert control.take_request() == request
+
+
+def test_a_sealed_request_damaged_on_disk_is_set_aside_not_raised_every_batch(tmp_path):
+    control = ControlChannel(str(tmp_path))
+    control.request(RescaleRequest(target=RescaleTarget(op="scale_to", channels=3)))
+    damaged = bytearray((tmp_path / REQUEST).read_bytes())
+    damaged[5] ^= 0x01  # a flipped bit inside the payload: the trailer's checksum no longer holds
+    (tmp_path / REQUEST).write_bytes(bytes(damaged))
+    assert control.take_request() is None
+    assert not (tmp_path / REQUEST).exists()
+    (reason,) = control.rejected()
+    assert reason.startswith("corrupt rescale request") and "checksum mismatch" in reason
+    (kept,) = tmp_path.glob("rejected-*.json")
+    assert control.location.read_bytes(kept.name) == bytes(damaged)  # kept exactly as found
+
+
+def test_a_planned_layout_that_does_not_cover_the_ring_is_set_aside_with_the_layout_error(tmp_path):
+    control = ControlChannel(str(tmp_path))
+    broken = {"format": "esp-layout/1", "epoch": 1, "bounds": [0], "owners": [0]}  # stops at hash 0
+    request = {"target": {"op": "split", "channel": 0}, "base_epoch": 0, "planned": broken}
+    (tmp_path / REQUEST).write_text(json.dumps(request))
+    assert control.take_request() is None
+    (reason,) = control.rejected()
+    assert "planned" in reason and "covers the whole hash space" in reason
 
 
 def test_a_valid_request_stays_until_answered(tmp_path):

@@ -1,0 +1,84 @@
+"""The stream's batch-boundary rescale step (`ElasticStream._apply_pending_rescale`) on the real
+state layer, without Spark or a broker: a planned layout is applied as given (under the next
+free epoch), one that is not a successor of the committed layout is refused with the reason, and
+a request without a plan is planned by the stream from its target. Every answer is a typed
+`RescaleResult` in the control folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from elasticity.layout import Layout
+from elasticity.state import Location
+from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+from pipelines.streams.runner import ElasticStream
+from pipelines.streams.spec import StreamSpec
+
+
+@pytest.fixture
+def stream(tmp_path):
+    """A stream object over tmp_path with 2 channels committed, as `prepare()` leaves it (no Spark)."""
+    spec = StreamSpec(
+        name="apply", input_topic="unused", bootstrap_servers="127.0.0.1:1", root=str(tmp_path), channels=2
+    )
+    stream = ElasticStream(None, spec)  # type: ignore[arg-type]  # the rescale step never touches Spark
+    Location.of(spec.elastic_root).ensure()
+    stream.registry.initialize(Layout.uniform(spec.channels))
+    stream.migrator().recover()
+    yield stream
+    stream.stop(timeout_s=0)
+
+
+def _apply(stream: ElasticStream, request: RescaleRequest):
+    ControlChannel(stream.spec.control_dir).request(request)
+    answer = stream._apply_pending_rescale(batch_id=7)
+    assert answer is not None
+    assert ControlChannel(stream.spec.control_dir).result(request.request_id) == answer  # published as returned
+    assert ControlChannel(stream.spec.control_dir).take_request() is None  # answered once
+    return answer
+
+
+def test_the_planned_layout_is_committed_as_given_under_the_next_epoch(stream):
+    current = stream.registry.committed()
+    # Not what the target alone gives (a split in half): the stream must not plan again.
+    planned = current.split(1, fraction=0.25).renumbered(42)
+    answer = _apply(stream, RescaleRequest(target=RescaleTarget(op="split", channel=1), base_epoch=0, planned=planned))
+    assert answer.status == "committed" and answer.mode == "online" and not answer.recovered
+    assert answer.layout == planned.renumbered(1) == stream.registry.committed()  # epochs are the registry's
+    assert answer.report is not None and answer.report.operation == "split"
+    assert (answer.report.channels_before, answer.report.channels_after) == (2, 3)
+
+
+def test_a_planned_layout_that_is_not_a_successor_is_refused_with_the_reason(stream):
+    # A uniform 3-channel ring re-deals hash space between channels 0 and 1, which both stay.
+    planned = Layout.uniform(3, epoch=1)
+    answer = _apply(
+        stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=0, planned=planned)
+    )
+    assert answer.status == "failed" and answer.layout is None and answer.report is None
+    assert "not a successor of committed epoch 0" in answer.error
+    assert "channels kept in both" in answer.error
+    assert stream.registry.committed() == Layout.uniform(2)
+    assert stream.registry.pending() is None
+
+
+def test_a_plan_without_its_base_epoch_is_refused(stream):
+    planned = stream.registry.committed().scale_out(1)
+    answer = _apply(stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), planned=planned))
+    assert answer.status == "failed" and "base_epoch" in answer.error
+    assert stream.registry.committed().epoch == 0
+
+
+def test_a_stale_plan_is_refused(stream):
+    planned = stream.registry.committed().scale_out(1)
+    answer = _apply(
+        stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=3, planned=planned)
+    )
+    assert answer.status == "failed" and "stale request" in answer.error
+
+
+def test_a_request_without_a_plan_is_planned_by_the_stream_from_its_target(stream):
+    # Hand-written requests and old clients name only the target.
+    answer = _apply(stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=0))
+    assert answer.status == "committed"
+    assert answer.layout == Layout.uniform(2).scale_out(1) == stream.registry.committed()
