@@ -7,8 +7,9 @@ the stream's state key, so the soak compares them, and the stored state, the sam
 job:
 
 - word count: a word's count;
-- ad clicks: `campaign|window start ms`, views per campaign and event-time window; an event whose
-  window had closed is counted in the late table instead, so counted + late = every valid view.
+- ad clicks: `campaign|window start ms` (`pipelines.jobs.keys`), views per campaign and
+  event-time window; an event whose window had closed is counted in the late table instead, so
+  counted + late = every valid view.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Protocol
 
+from pipelines.jobs.keys import window_key
 from pipelines.streams.names import late_table_path, results_table_path
 
 MALFORMED_SHARE = 0.01
@@ -147,11 +149,11 @@ class AdClicksJob:
             return
         if event["event_type"] == "view":
             window_ms = WINDOW_S * 1000
-            into.counts[f"{event['campaign_id']}|{event['event_time'] // window_ms * window_ms}"] += 1
+            into.counts[window_key(str(event["campaign_id"]), int(event["event_time"]) // window_ms * window_ms)] += 1
 
     def outputs(self, root: Path) -> Outputs:
         counted = {
-            f"{campaign}|{_epoch_ms(start)}": count
+            window_key(str(campaign), _epoch_ms(start)): count
             for (campaign, start), count in _newest_counts(root, ["campaign_id", "window_start"])
         }
         return Outputs(counted, _late_counts(late_table_path(root)))
@@ -187,7 +189,7 @@ def _late_counts(late: Path) -> dict[str, int]:
     table = ds.dataset(str(late), partitioning="hive").to_table(columns=["campaign_id", "window_start_ms", "n"])
     counts: Counter[str] = Counter()
     for campaign, start, n in zip(*(table[c].to_pylist() for c in ("campaign_id", "window_start_ms", "n"))):
-        counts[f"{campaign}|{start}"] += int(n)
+        counts[window_key(str(campaign), int(start))] += int(n)
     return dict(counts)
 
 

@@ -39,7 +39,7 @@ from pyspark.sql import types as T
 from elasticity.layout import Layout
 from elasticity.lease import Fence
 from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
-from pipelines.probes import is_probe
+from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
 from pipelines.streams.metrics import ChannelMetrics
 
 OUTPUT_SCHEMA = T.StructType(
@@ -89,19 +89,15 @@ def keyed_rows(deltas: DataFrame) -> DataFrame:
 
 
 def probe_rows(raw: DataFrame) -> DataFrame:
-    """The batch's probes among the raw Kafka rows, as stage input rows (key = the routing key
-    that sends the probe to its channel, n = 0, probe_sent_ms = when it was sent)."""
+    """The batch's valid probes among the raw Kafka rows, as stage input rows (key = the routing
+    key that sends the probe to its channel, n = 0, probe_sent_ms = when it was sent). Invalid
+    ones are the parsers' to dead-letter (`pipelines.probes.invalid_probe_check`)."""
     # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
     # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
-    probes = raw.where(is_probe()).selectExpr("CAST(value AS STRING) AS json")
-    return (
-        probes.selectExpr(
-            "get_json_object(json, '$.routing_key') AS key",
-            "CAST(get_json_object(json, '$.sent_ms') AS BIGINT) AS probe_sent_ms",
-        )
-        .where("key IS NOT NULL AND probe_sent_ms IS NOT NULL")
-        .selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")
+    probes = raw.where(is_valid_probe()).select(
+        probe_routing_key().alias("key"), probe_sent_ms().alias("probe_sent_ms")
     )
+    return probes.selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")
 
 
 _MASK32 = 0xFFFFFFFF

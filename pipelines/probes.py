@@ -4,7 +4,8 @@ Every PROBE_PERIOD the emitter sends one probe per channel. A probe's routing ke
 current layout sends to that channel, so the probe waits in the same queue and the same task as
 that channel's records; the elastic stage reports `now - sent_ms` when it has processed the
 channel's batch. Probes carry the Kafka key `PROBE_KAFKA_KEY`, which parsers set apart, so they
-never reach user results.
+never reach user results. A record with that key that is not a valid probe (`is_valid_probe`)
+is dead-lettered (`Reason.INVALID_PROBE`), never dropped.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from elasticity.hashing import hash_strings
 from elasticity.layout import Layout
+from pipelines.dead_letters import MAX_EPOCH_MS, MAX_FIELD_CHARS, Check, Reason
 
 PROBE_KAFKA_KEY = b"__esp_probe__"
 _CANDIDATES_PER_ROUND = 4096
@@ -27,6 +29,41 @@ _CANDIDATES_PER_ROUND = 4096
 def is_probe() -> Column:
     """True on the Kafka rows that are probes: the one test every parser and the stage share."""
     return F.col("key").isNotNull() & (F.col("key") == F.lit(PROBE_KAFKA_KEY))
+
+
+def probe_routing_key() -> Column:
+    """A probe row's routing key (null when absent)."""
+    return F.get_json_object(F.col("value").cast("string"), "$.routing_key")
+
+
+def probe_sent_ms() -> Column:
+    """A probe row's send time, epoch ms (null when absent or not an integer)."""
+    return F.expr("try_cast(get_json_object(CAST(value AS STRING), '$.sent_ms') AS BIGINT)")
+
+
+def is_valid_probe() -> Column:
+    """True on the probe rows the stage takes: UTF-8 JSON with a routing key (any JSON value,
+    taken as text, of at most MAX_FIELD_CHARS characters) and an integer sent_ms in
+    [0, MAX_EPOCH_MS); never null."""
+    key, sent = probe_routing_key(), probe_sent_ms()
+    valid = (
+        F.is_valid_utf8(F.col("value"))
+        & key.isNotNull()
+        & (F.length(key) <= MAX_FIELD_CHARS)
+        & sent.between(0, MAX_EPOCH_MS - 1)
+    )
+    return is_probe() & F.coalesce(valid, F.lit(False))
+
+
+def without_valid_probes(raw: DataFrame) -> DataFrame:
+    """The rows a parser sees: all but the valid probes (the stage takes those); an invalid
+    probe stays, for `invalid_probe_check` to reject."""
+    return raw.where(~is_valid_probe())
+
+
+def invalid_probe_check() -> Check:
+    """The first check of every parser: a probe-keyed row left here is not a valid probe."""
+    return (is_probe(), Reason.INVALID_PROBE)
 
 
 @dataclass(frozen=True)

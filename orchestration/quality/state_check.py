@@ -22,6 +22,7 @@ from orchestration.quality.gx_validation import GreatExpectationsResource, Suite
 from orchestration.quality.state_census import StateCensus, take_census
 from orchestration.quality.suites import state_expectations
 from pipelines.batch.pipelines import BatchPipeline
+from pipelines.jobs.keys import SEPARATOR
 from pipelines.streams.spec import StreamSpec
 
 
@@ -43,7 +44,7 @@ def _state_keys(pipeline: BatchPipeline, rows: pd.DataFrame) -> pd.Series:
         return rows[pipeline.key_columns[0]].astype(str)
     start = pd.to_datetime(rows[pipeline.window_columns[0]], utc=True)
     start_ms = (start - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(milliseconds=1)
-    return rows["campaign_id"].astype(str) + "|" + start_ms.astype("int64").astype(str)
+    return rows["campaign_id"].astype(str) + SEPARATOR + start_ms.astype("int64").astype(str)
 
 
 def results_complete(results_table: str, batch: int) -> bool:

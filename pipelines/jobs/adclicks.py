@@ -1,6 +1,12 @@
 """Ad-click analytics (the shape of the Yahoo streaming benchmark): JSON ad events → per-campaign
 view counts in event-time tumbling windows, with a watermark.
 
+Every event passes the parser's checks or reaches the dead-letter topic with one of
+`pipelines.dead_letters.Reason`: string fields are at most MAX_FIELD_CHARS characters (they
+become state keys and result records), and `event_time` lies in Spark's timestamp range and
+within `EventTimeBounds` of the record's Kafka timestamp, so one event far in the future can
+neither overflow a batch nor move the watermark past every later event.
+
 An event is *late* when its window has already closed: window end ≤ the watermark in force for
 the batch (max event time of earlier batches minus the allowed lateness). Late events are not
 added to the counts; they are counted per window and written to a `late` table, so that
@@ -9,34 +15,62 @@ added to the counts; they are counted per window and written to a `late` table, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.dead_letters import REJECT, basic_value_checks, first_reason
-from pipelines.probes import is_probe
+from pipelines.dead_letters import (
+    AD_FIELDS,
+    MAX_EPOCH_MS,
+    MAX_FIELD_CHARS,
+    REJECT,
+    Reason,
+    basic_value_checks,
+    first_reason,
+)
+from pipelines.jobs.keys import SEPARATOR
+from pipelines.probes import invalid_probe_check, without_valid_probes
+from pipelines.streams.spec import StreamSpec
 
 EVENT_TYPES = ("view", "click", "purchase")
-STRING_FIELDS = ("event_id", "user_id", "page_id", "ad_id", "campaign_id", "ad_type", "event_type")
-EVENT_SCHEMA = T.StructType([T.StructField(f, T.StringType()) for f in (*STRING_FIELDS, "event_time")])
-KEY_SEPARATOR = "|"
+STRING_FIELDS = AD_FIELDS[:-1]
+EVENT_SCHEMA = T.StructType([T.StructField(f, T.StringType()) for f in AD_FIELDS])
 
 
-def parse_events(raw: DataFrame) -> DataFrame:
-    """Kafka rows (probes excluded) with typed event columns and `reject_reason`."""
+@dataclass(frozen=True)
+class EventTimeBounds:
+    """How far an event's time may lie from its record's Kafka timestamp (ms), each way."""
+
+    ahead_ms: int
+    behind_ms: int
+
+    @classmethod
+    def of(cls, spec: StreamSpec) -> EventTimeBounds:
+        return cls(spec.max_event_time_ahead_s * 1000, spec.max_event_time_behind_s * 1000)
+
+
+def parse_events(raw: DataFrame, bounds: EventTimeBounds) -> DataFrame:
+    """Kafka rows (valid probes excluded) with typed event columns and `reject_reason`."""
     text = F.col("value").cast("string")
-    parsed = raw.where(~is_probe()).withColumn("event", F.from_json(text, EVENT_SCHEMA))
+    parsed = without_valid_probes(raw).withColumn("event", F.from_json(text, EVENT_SCHEMA))
     event_time = F.expr("try_cast(event.event_time AS BIGINT)")
-    missing = [F.col(f"event.{f}").isNull() for f in (*STRING_FIELDS, "event_time")]
+    record_ms = F.unix_millis(F.col("timestamp"))
+    missing = [F.col(f"event.{f}").isNull() for f in AD_FIELDS]
+    too_long = [F.length(F.col(f"event.{f}")) > MAX_FIELD_CHARS for f in STRING_FIELDS]
+    # Checks in order: each one only sees rows every earlier one passed (no overflow below).
     reason = first_reason(
+        invalid_probe_check(),
         *basic_value_checks(F.col("value")),
-        (F.get_json_object(text, "$").isNull(), "invalid JSON"),
-        (_any(missing), "missing field(s): " + ", ".join((*STRING_FIELDS, "event_time")) + " are required"),
-        (event_time.isNull(), "wrong type: event_time must be an integer (epoch ms)"),
-        (
-            ~F.col("event.event_type").isin(*EVENT_TYPES),
-            f"unknown event_type (expected one of {', '.join(EVENT_TYPES)})",
-        ),
+        (F.get_json_object(text, "$").isNull(), Reason.INVALID_JSON),
+        (_any(missing), Reason.MISSING_FIELD),
+        (event_time.isNull(), Reason.WRONG_TYPE),
+        (_any(too_long), Reason.FIELD_TOO_LONG),
+        (~F.col("event.event_type").isin(*EVENT_TYPES), Reason.UNKNOWN_EVENT_TYPE),
+        (~event_time.between(0, MAX_EPOCH_MS - 1), Reason.EVENT_TIME_OUT_OF_RANGE),
+        (event_time > record_ms + F.lit(bounds.ahead_ms), Reason.EVENT_TIME_AHEAD),
+        (event_time < record_ms - F.lit(bounds.behind_ms), Reason.EVENT_TIME_BEHIND),
     )
     columns = [F.col(f"event.{f}").alias(f) for f in STRING_FIELDS]
     return parsed.select(
@@ -82,17 +116,20 @@ def split_late(counts: DataFrame, watermark_ms: int | None) -> tuple[DataFrame, 
 
 
 def state_key(counts: DataFrame) -> DataFrame:
-    """Window counts as keyed deltas for the elastic stage: key = campaign|window_start_ms."""
-    key = F.concat_ws(KEY_SEPARATOR, F.col("campaign_id"), F.col("window_start_ms").cast("string"))
+    """Window counts as keyed deltas for the elastic stage: key = `keys.window_key`."""
+    key = F.concat(F.col("campaign_id"), F.lit(SEPARATOR), F.col("window_start_ms").cast("string"))
     return counts.select(key.alias("key"), F.col("n"))
 
 
 def result_columns(results: DataFrame, window_seconds: int) -> DataFrame:
-    """(key, count, channel, batch_id) → campaign_id, window_start, window_end, count, channel, batch_id."""
-    parts = F.split(F.col("key"), r"\|")
-    start_ms = parts.getItem(1).cast("long")
+    """(key, count, channel, batch_id) → campaign_id, window_start, window_end, count, channel, batch_id.
+
+    The key splits at its last separator (`keys.split_window_key`): a campaign id may hold it."""
+    start_text = F.substring_index(F.col("key"), SEPARATOR, -1)
+    campaign = F.expr(f"left(key, char_length(key) - char_length(substring_index(key, '{SEPARATOR}', -1)) - 1)")
+    start_ms = start_text.cast("long")
     return results.select(
-        parts.getItem(0).alias("campaign_id"),
+        campaign.alias("campaign_id"),
         F.timestamp_millis(start_ms).alias("window_start"),
         F.timestamp_millis(start_ms + window_seconds * 1000).alias("window_end"),
         F.col("count"),
@@ -101,7 +138,10 @@ def result_columns(results: DataFrame, window_seconds: int) -> DataFrame:
     )
 
 
-def batch_oracle(raw: DataFrame, window_seconds: int) -> dict[tuple[str, int], int]:
-    """View counts per (campaign, window start ms) of every valid event, late or not."""
-    good = parse_events(raw).where(F.col(REJECT).isNull())
+def batch_oracle(
+    raw: DataFrame, window_seconds: int, bounds: EventTimeBounds | None = None
+) -> dict[tuple[str, int], int]:
+    """View counts per (campaign, window start ms) of every valid event, late or not (event
+    time bounds: the stream spec's defaults unless given)."""
+    good = parse_events(raw, bounds or EventTimeBounds.of(StreamSpec())).where(F.col(REJECT).isNull())
     return {(r.campaign_id, r.window_start_ms): r.n for r in view_window_counts(good, window_seconds).collect()}

@@ -9,19 +9,19 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.dead_letters import REJECT, basic_value_checks, first_reason
-from pipelines.probes import is_probe
+from pipelines.dead_letters import REJECT, Reason, basic_value_checks, first_reason
+from pipelines.probes import invalid_probe_check, without_valid_probes
 
 MAX_WORD_CHARS = 200
 
 
 def parse_lines(raw: DataFrame) -> DataFrame:
-    """Kafka rows (probes excluded) with `line` and `reject_reason` (null when good)."""
+    """Kafka rows (valid probes excluded) with `line` and `reject_reason` (null when good)."""
     value = F.col("value")
     # F.trim strips spaces only; a line of tabs and newlines is just as empty.
     line = F.regexp_replace(value.cast("string"), r"^\s+|\s+$", "")
-    reason = first_reason(*basic_value_checks(value), (line == "", "empty line"))
-    return raw.where(~is_probe()).withColumn("line", line).withColumn(REJECT, reason)
+    reason = first_reason(invalid_probe_check(), *basic_value_checks(value), (line == "", Reason.EMPTY_LINE))
+    return without_valid_probes(raw).withColumn("line", line).withColumn(REJECT, reason)
 
 
 def words_of(lines: DataFrame) -> DataFrame:

@@ -63,10 +63,11 @@ class AdClicksLogic:
 
     def __init__(self, spec: StreamSpec) -> None:
         self.window_seconds = spec.window_seconds
+        self.bounds = adclicks.EventTimeBounds.of(spec)
         self.watermarks = WatermarkLog(f"{spec.control_dir}/watermark", spec.watermark_seconds * 1000)
 
     def parse(self, raw: DataFrame) -> DataFrame:
-        return adclicks.parse_events(raw)
+        return adclicks.parse_events(raw, self.bounds)
 
     def plan(self, good: DataFrame, batch_id: int) -> BatchPlan:
         watermark = self.watermarks.watermark_for(batch_id)

@@ -47,6 +47,19 @@ class StreamSpec(BaseModel):
     )
     window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
     watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
+    max_event_time_ahead_s: int = Field(
+        300,
+        ge=0,
+        le=366 * 86_400,
+        description="adclicks: how far an event's time may lie ahead of its record's Kafka timestamp; a later one "
+        "is dead-lettered (so one event from the far future cannot move the watermark past every later event).",
+    )
+    max_event_time_behind_s: int = Field(
+        7 * 86_400,
+        ge=0,
+        description="adclicks: how far an event's time may lie behind its record's Kafka timestamp; an older one "
+        "is dead-lettered (raise it to replay older history; anything closer is counted, or counted late).",
+    )
     probe_period_s: float = Field(1.0, gt=0, description="eSault PROBE_PERIOD: how often probes are sent per channel.")
     service_ms_per_record: float = Field(
         0.0,

@@ -23,8 +23,11 @@ def produce(bootstrap: str, topic: str, values: list[bytes | str], key: bytes | 
     producer.close()
 
 
-def wait_for_checkpoint(checkpoint: str, topic: str, bootstrap: str, timeout_s: float = 180, process=None) -> None:
-    """Until the query's last committed batch reached the topic's current end offsets."""
+def wait_for_checkpoint(
+    checkpoint: str, topic: str, bootstrap: str, timeout_s: float = 180, process=None, query=None
+) -> None:
+    """Until the query's last committed batch reached the topic's current end offsets (fails at
+    once when the stream `process` exited or the in-process `query` ended)."""
     from pipelines.streams.metrics import checkpoint_offsets
 
     # Probes keep arriving, so the target is the end as of now, not a moving one.
@@ -33,6 +36,8 @@ def wait_for_checkpoint(checkpoint: str, topic: str, bootstrap: str, timeout_s: 
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise AssertionError(f"the stream process exited with {process.returncode}")
+        if query is not None and not query.isActive:
+            raise AssertionError(f"the stream's query ended: {query.exception()}")
         done = checkpoint_offsets(checkpoint, topic)
         if all(done.get(p, -1) >= end for p, end in target.items()):
             return
@@ -82,3 +87,42 @@ def kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL, timeout_s: 
             os.killpg(process.pid, signal.SIGKILL)  # stragglers of a graceful stop
         except ProcessLookupError:
             pass
+
+
+def read_topic(bootstrap: str, topic: str) -> list:
+    """Every record of `topic` up to its end offsets now (ConsumerRecords), partition by partition."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    end = end_offsets(bootstrap, topic)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20)
+    try:
+        partitions = [TopicPartition(topic, p) for p in end]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        records: list = []
+        while any(consumer.position(tp) < end[tp.partition] for tp in partitions):
+            for batch in consumer.poll(timeout_ms=1000).values():
+                records.extend(r for r in batch if r.offset < end[r.partition])
+        return records
+    finally:
+        consumer.close()
+
+
+def dead_letters(bootstrap: str, topic: str) -> dict[str, str]:
+    """Dead letters by source position (`topic:partition:offset`) → reason (a replayed batch
+    may repeat a letter; the position keeps one)."""
+    letters = (json.loads(r.value) for r in read_topic(bootstrap, topic))
+    return {f"{d['source_topic']}:{d['source_partition']}:{d['source_offset']}": d["reason"] for d in letters}
+
+
+def produce_records(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> list[str]:
+    """Produce (key, value) records one partition at a time; their positions `topic:partition:offset`."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10, max_request_size=4 * 1024 * 1024)
+    try:
+        futures = [producer.send(topic, key=key, value=value) for key, value in records]
+        producer.flush()
+        return [f"{topic}:{m.partition}:{m.offset}" for m in (f.get(timeout=60) for f in futures)]
+    finally:
+        producer.close()
