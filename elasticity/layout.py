@@ -41,6 +41,9 @@ INT64_MAX = (1 << 63) - 1
 HASH_SPACE = 1 << 64
 DEFAULT_TOKENS_PER_CHANNEL = 16
 LAYOUT_FORMAT = "esp-layout/1"
+MAX_CHANNELS = 1024
+"""Hard upper bound on a layout's channels (each is a Spark task and a state store per batch;
+beyond this a typo such as 100000 would exhaust the driver before it could fail clearly)."""
 
 
 class LayoutError(ValueError):
@@ -97,6 +100,7 @@ class Layout:
         self.bounds = np.array([a.end for a in arcs], dtype=np.int64)
         self.owners = np.array([a.owner for a in arcs], dtype=np.int32)
         self.channels: tuple[int, ...] = tuple(sorted({a.owner for a in arcs}))
+        _check_channel_count(len(self.channels))
         self.origin: dict[str, Any] = dict(origin or {})
         self._dense = {c: i for i, c in enumerate(self.channels)}
         self._dense_owners = np.array([self._dense[int(o)] for o in self.owners], dtype=np.int32)
@@ -113,6 +117,7 @@ class Layout:
         """Channels 0..n-1, each owning exactly 1/n of the space in interleaved equal arcs."""
         if n_channels < 1 or tokens_per_channel < 1:
             raise LayoutError("a layout needs at least one channel and one token per channel")
+        _check_channel_count(n_channels)
         n_arcs = n_channels * tokens_per_channel
         base, extra = divmod(HASH_SPACE, n_arcs)
         bounds, owners, end = [], [], INT64_MIN - 1
@@ -176,9 +181,18 @@ class Layout:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Layout:
-        if raw.get("format") != LAYOUT_FORMAT:
-            raise LayoutError(f"not an {LAYOUT_FORMAT} document: format={raw.get('format')!r}")
-        return cls(raw["epoch"], raw["bounds"], raw["owners"], origin=raw.get("origin"))
+        if not isinstance(raw, Mapping) or raw.get("format") != LAYOUT_FORMAT:
+            found = raw.get("format") if isinstance(raw, Mapping) else type(raw).__name__
+            raise LayoutError(f"not an {LAYOUT_FORMAT} document: format={found!r}")
+        missing = [key for key in ("epoch", "bounds", "owners") if key not in raw]
+        if missing:
+            raise LayoutError(f"layout document lacks {', '.join(missing)}")
+        try:
+            return cls(raw["epoch"], raw["bounds"], raw["owners"], origin=raw.get("origin"))
+        except (TypeError, ValueError, OverflowError) as error:
+            if isinstance(error, LayoutError):
+                raise
+            raise LayoutError(f"layout document has a malformed epoch, bounds or owners: {error}") from None
 
     @classmethod
     def from_json(cls, text: str) -> Layout:
@@ -212,6 +226,11 @@ class Layout:
 
     def merge(self, channel: int, into: int | None = None) -> Layout:
         return merge(self, channel, into)
+
+
+def _check_channel_count(n_channels: int) -> None:
+    if n_channels > MAX_CHANNELS:
+        raise LayoutError(f"{n_channels} channels is more than esp's limit of MAX_CHANNELS = {MAX_CHANNELS}")
 
 
 # ---- arc helpers ------------------------------------------------------------------------------
@@ -305,6 +324,7 @@ def scale_out(layout: Layout, k: int = 1) -> Layout:
     """k new channels; each existing channel gives share/(N+k) of its space to each of them."""
     if k < 1:
         raise LayoutError("scale out by at least one channel")
+    _check_channel_count(len(layout.channels) + k)
     arcs = _layout_arcs(layout)
     sizes = _share_sizes(arcs)
     new_ids = _free_ids(layout.channels, k)

@@ -101,6 +101,14 @@ class StreamReading:
     consumed_offsets: dict[int, int]
     probe_period_s: float = 1.0
     committed_epoch: int | None = None  # the layout registry's committed epoch, when readable
+    skipped_metrics: int = 0  # malformed records on the metrics topic, left out of `metrics`
+    skipped_problem: str | None = None  # what was wrong with the first of them
+
+    def skipped_note(self) -> str | None:
+        """One line for the tick's reason and log when malformed metrics records were skipped."""
+        if not self.skipped_metrics:
+            return None
+        return f"skipped {self.skipped_metrics} malformed metrics record(s) (first: {self.skipped_problem})"
 
 
 @dataclass(frozen=True)
@@ -233,6 +241,7 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         "newest_batch_id": float(newest.batch_id),
         "newest_batch_age_s": round(reading.now_s - newest.wall_time, 3),
         "records_per_offset": round(offsets.records_per_offset, 4),
+        "skipped_metrics": float(reading.skipped_metrics),
     }
     return Collected(snapshot, channels, offsets, len(in_period), notes)
 
@@ -246,12 +255,15 @@ class KafkaStreamSource:
 
     def read(self, now_s: float) -> StreamReading:
         from pipelines.streams.files import StreamFiles
-        from pipelines.streams.metrics import checkpoint_offsets, read_recent
+        from pipelines.streams.metrics import checkpoint_offsets, read_recent_counted
 
         committed = StreamFiles(self.spec).committed_layout()
+        recent = read_recent_counted(self.spec.bootstrap_servers, self.spec.metrics_topic, limit=self.limit)
         return StreamReading(
             now_s=now_s,
-            metrics=read_recent(self.spec.bootstrap_servers, self.spec.metrics_topic, limit=self.limit),
+            metrics=recent.records,
+            skipped_metrics=recent.skipped,
+            skipped_problem=recent.first_problem,
             end_offsets=input_end_offsets(self.spec.bootstrap_servers, self.spec.input_topic),
             consumed_offsets=checkpoint_offsets(self.spec.checkpoint, self.spec.input_topic),
             probe_period_s=self.spec.probe_period_s,

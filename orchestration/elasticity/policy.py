@@ -24,6 +24,7 @@ from elasticity.control import (
     OverloadOptions,
     UnderloadOptions,
 )
+from elasticity.layout import MAX_CHANNELS
 from orchestration.names import RESIZE_MAX_WAIT_S
 
 POLICY_FILE = "elasticity-policy.json"
@@ -42,7 +43,9 @@ class ElasticityPolicy(BaseModel):
         30.0, gt=0, description="A channel whose probes have not come back for this long counts as timed out."
     )
     min_channels: int = Field(1, ge=1, description="Never fewer channels than this.")
-    max_channels: int = Field(8, ge=1, description="Never more channels (keep <= the Spark task slots of the stream).")
+    max_channels: int = Field(
+        8, ge=1, le=MAX_CHANNELS, description="Never more channels (keep <= the Spark task slots of the stream)."
+    )
     metrics_limit: int = Field(120, ge=4, description="Metrics records (one per batch) read per evaluation.")
     rescale_timeout_s: float = Field(
         300.0, gt=0, le=RESIZE_MAX_WAIT_S, description="How long a rescale run waits for the stream to apply it."

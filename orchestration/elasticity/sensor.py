@@ -110,6 +110,8 @@ def make_elasticity_sensor(
                 skip_reason=SkipReason(f"cannot read {entry.name}'s metrics: {error}"), cursor=context.cursor
             )
         outcome = decide_tick(context.cursor, reading, stream_policy)
+        if (note := reading.skipped_note()) is not None:
+            context.log.warning("%s: %s", entry.name, note)
         if not outcome.is_rescale:
             return SensorResult(skip_reason=SkipReason(outcome.skip_reason), cursor=outcome.cursor)
         context.log.info("%s: %s", entry.name, outcome.decision.reason)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from elasticity.control import Decision, LoopState, control_step
 from orchestration.elasticity.collector import Collected, NotReady, OffsetSample, StreamReading, collect
@@ -64,6 +64,8 @@ class TickOutcome:
     target: RescaleTarget | None = None
     collected: Collected | None = None
     skip_reason: str | None = None
+    skipped_metrics: int = 0
+    """Malformed records on the metrics topic this tick left out (the reason names the first)."""
 
     @property
     def is_rescale(self) -> bool:
@@ -93,7 +95,17 @@ def explain(
 
 
 def decide_tick(cursor_text: str | None, reading: StreamReading, policy: ElasticityPolicy) -> TickOutcome:
-    """One collect -> evaluate -> decide step for a stream (pure apart from the reading)."""
+    """One collect -> evaluate -> decide step for a stream (pure apart from the reading); the reason
+    of a skip ends with how many malformed metrics records were left out, if any."""
+    outcome = _decide(cursor_text, reading, policy)
+    note = reading.skipped_note()
+    if note is None:
+        return outcome
+    reason = outcome.skip_reason and f"{outcome.skip_reason}; {note}"
+    return replace(outcome, skip_reason=reason, skipped_metrics=reading.skipped_metrics)
+
+
+def _decide(cursor_text: str | None, reading: StreamReading, policy: ElasticityPolicy) -> TickOutcome:
     cursor = SensorCursor.from_json(cursor_text, policy)
     try:
         collected = collect(reading, cursor.offsets, policy)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationError, WithJsonSchema
 
-from elasticity.layout import Layout
+from elasticity.layout import MAX_CHANNELS, Layout
 from elasticity.migration.plan import MigrationPlan
 from elasticity.migration.report import MigrationReport
 from elasticity.state import CorruptFile, Location
@@ -32,7 +32,9 @@ class RescaleTarget(BaseModel):
     op: Literal["scale_to", "split", "merge"] = Field(
         ..., description="scale_to N channels, split or merge one channel."
     )
-    channels: int | None = Field(None, ge=1, description="scale_to: the channel count wanted.")
+    channels: int | None = Field(
+        None, ge=1, le=MAX_CHANNELS, description="scale_to: the channel count wanted (at most MAX_CHANNELS)."
+    )
     channel: int | None = Field(None, ge=0, description="split/merge: the channel id.")
 
     def next_layout(self, current: Layout) -> Layout:

@@ -9,6 +9,7 @@ and the topic's retention keeps it bounded (`METRICS_TOPIC_CONFIGS`).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -51,15 +52,75 @@ class BatchMetrics:
 
     @classmethod
     def from_json(cls, raw: bytes) -> BatchMetrics:
-        data = json.loads(raw)
-        data["per_channel"] = [ChannelMetrics(**c) for c in data.get("per_channel", [])]
+        """Parse one record; `MalformedMetrics` says what is wrong with one that is not a BatchMetrics."""
+        try:
+            data = json.loads(raw)
+        except (TypeError, ValueError) as error:  # not bytes (a tombstone), not UTF-8, not JSON
+            raise MalformedMetrics(f"not JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise MalformedMetrics(f"a JSON {type(data).__name__}, not an object")
+        channels = data.get("per_channel", [])
+        if not isinstance(channels, list) or not all(isinstance(c, dict) for c in channels):
+            raise MalformedMetrics("per_channel is not a list of objects")
         # Records written by an older esp may carry fields since removed; they are dropped.
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        try:
+            data["per_channel"] = [ChannelMetrics(**_known(ChannelMetrics, c)) for c in channels]
+            metrics = cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError as error:  # a required field missing
+            raise MalformedMetrics(str(error)) from None
+        metrics._check_types()
+        return metrics
+
+    def _check_types(self) -> None:
+        """The fields the sensor computes with have the types it computes with."""
+        _require(_is_integer, self.batch_id, "batch_id", "an integer")
+        _require(_is_integer, self.epoch, "epoch", "an integer")
+        _require(_is_integer, self.channels, "channels", "an integer")
+        _require(_is_integer, self.input_records, "input_records", "an integer")
+        _require(_is_number, self.wall_time, "wall_time", "a finite number")
+        _require(_is_number, self.batch_ms, "batch_ms", "a finite number")
+        for entry in self.per_channel:
+            _require(_is_integer, entry.channel, "per_channel.channel", "an integer")
+            _require(_is_integer, entry.records, f"per_channel[{entry.channel}].records", "an integer")
+            latencies = entry.probe_latency_ms
+            if not isinstance(latencies, list) or not all(map(_is_number, latencies)):
+                raise MalformedMetrics(f"per_channel[{entry.channel}].probe_latency_ms is not a list of numbers")
 
     @property
     def probe_latencies(self) -> list[float]:
         return [lat for c in self.per_channel for lat in c.probe_latency_ms]
+
+
+class MalformedMetrics(ValueError):
+    """A record on a metrics topic that is not a BatchMetrics; readers skip and count it."""
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(check: Any, value: object, name: str, kind: str) -> None:
+    if not check(value):
+        raise MalformedMetrics(f"{name} is {value!r:.80}, not {kind}")
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class RecentMetrics:
+    """The last metrics records of a stream (oldest first) and how many malformed ones were skipped."""
+
+    records: list[BatchMetrics]
+    skipped: int = 0
+    first_problem: str | None = None
 
 
 def kafka_lag(end_offsets: dict[int, int], consumed: dict[int, int]) -> dict[int, int]:
@@ -81,7 +142,13 @@ def consumed_offsets(progress: dict[str, Any] | None, topic: str) -> dict[int, i
 
 
 def read_recent(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 5.0) -> list[BatchMetrics]:
-    """The last `limit` metrics records of a stream (oldest first)."""
+    """The last `limit` metrics records of a stream (oldest first), malformed ones skipped."""
+    return read_recent_counted(bootstrap, topic, limit, timeout_s).records
+
+
+def read_recent_counted(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 5.0) -> RecentMetrics:
+    """The last `limit` records of a metrics topic; a malformed one is skipped and counted, never raised
+    (it stays on the topic for its retention, and would otherwise fail every reader until then)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -96,15 +163,22 @@ def read_recent(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 
         for tp in partitions:
             consumer.seek(tp, max(0, ends[tp] - limit))
         records: list[BatchMetrics] = []
+        skipped, first_problem = 0, None
         remaining = sum(min(limit, ends[tp]) for tp in partitions)
         while remaining > 0:
             polled = consumer.poll(timeout_ms=int(timeout_s * 1000))
             if not polled:
                 break
             for batch in polled.values():
-                records += [BatchMetrics.from_json(r.value) for r in batch]
+                for record in batch:
+                    try:
+                        records.append(BatchMetrics.from_json(record.value))
+                    except MalformedMetrics as problem:
+                        skipped += 1
+                        first_problem = first_problem or f"offset {record.offset}: {problem}"
                 remaining -= len(batch)
-        return sorted(records, key=lambda m: (m.wall_time, m.batch_id))[-limit:]
+        recent = sorted(records, key=lambda m: (m.wall_time, m.batch_id))[-limit:]
+        return RecentMetrics(recent, skipped, first_problem)
     finally:
         consumer.close()
 
