@@ -6,8 +6,9 @@ from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext
 from dagster_pyspark import PySparkResource
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
+from orchestration.launchpad_spark import allowed_master, allowed_spark_conf
 from pipelines.settings import EspSettings
 
 
@@ -25,13 +26,28 @@ class EspSettingsResource(ConfigurableResource):
 
 
 class EspSparkResource(PySparkResource):
-    """dagster-pyspark's resource, built by esp's one session factory so the Kafka jars are on it."""
+    """dagster-pyspark's resource, built by esp's one session factory so the Kafka jars are on it.
 
-    spark_config: dict[str, Any] = Field(default_factory=dict, description="Extra Spark conf, applied last.")
-    master: str | None = Field(None, description="spark.master; default: the settings' (local[*]).")
+    Its config comes from the launchpad, so it may only tune the session: Spark keys from an
+    allowlist and a local master (orchestration.launchpad_spark); the rest is the settings file's.
+    """
+
+    spark_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra Spark conf, applied last; only keys of launchpad_spark.ALLOWED_SPARK_KEYS (README).",
+    )
+    master: str | None = Field(
+        None, description="spark.master: local, local[N] or local[*]; default: the settings' (local[*])."
+    )
     settings: EspSettingsResource = Field(default_factory=EspSettingsResource, description="esp settings.")
 
     _session: Any = PrivateAttr(default=None)
+
+    @field_validator("spark_config")
+    @classmethod
+    def _only_allowed_keys(cls, conf: dict[str, Any]) -> dict[str, Any]:
+        allowed_spark_conf(conf)  # raises naming the refused key
+        return conf
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         from pipelines.spark_session import build_spark_session
@@ -39,8 +55,8 @@ class EspSparkResource(PySparkResource):
         settings = self.settings.load()
         spark = settings.spark.model_copy(
             update={
-                "master": self.master or settings.spark.master,
-                "conf": {**settings.spark.conf, **{k: str(v) for k, v in self.spark_config.items()}},
+                "master": allowed_master(self.master, settings.spark.master),
+                "conf": {**settings.spark.conf, **allowed_spark_conf(self.spark_config)},
             }
         )
         self._session = build_spark_session(settings.model_copy(update={"spark": spark}))

@@ -40,7 +40,8 @@ class SparkSettings(_Strict):
 
     master: str = Field("local[*]", description="spark.master: local[*] by default, or a cluster URL.")
     app_name: str = Field("esp", description="Spark application name shown in the Spark UI.")
-    ui_enabled: bool = Field(True, description="Start the Spark web UI (tests turn it off).")
+    ui_enabled: bool = Field(True, description="Start the Spark web UI, read-only (its kill links are off).")
+    ui_host: str = Field("127.0.0.1", description="Address the Spark web UI binds to (the driver's SPARK_LOCAL_IP).")
     shuffle_partitions: int = Field(8, ge=1, description="spark.sql.shuffle.partitions for batch and streaming plans.")
     driver_memory: str = Field("2g", description="spark.driver.memory (only takes effect before the JVM starts).")
     driver_host: str = Field("127.0.0.1", description="Address the Spark driver binds to and advertises.")

@@ -37,6 +37,8 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
         "spark.app.name": spark.app_name,
         "spark.jars": ",".join(str(j) for j in jars),
         "spark.ui.enabled": str(spark.ui_enabled).lower(),
+        # Killing a stage or job from the UI fails the streaming query's batch: a crash.
+        "spark.ui.killEnabled": "false",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.driver.memory": spark.driver_memory,
         "spark.sql.session.timeZone": "UTC",
@@ -56,11 +58,20 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
     return conf
 
 
+def driver_environment(spark: SparkSettings) -> dict[str, str]:
+    """Environment the driver JVM must start with: what Spark reads from the environment only.
+
+    PySpark picks the workers' interpreter from PYSPARK_PYTHON when the context starts
+    (spark.pyspark.python only reaches spark-submit). The web UI binds to SPARK_LOCAL_IP and to
+    every interface without it: no Spark conf moves it.
+    """
+    return {"PYSPARK_PYTHON": spark.python_executable or sys.executable, "SPARK_LOCAL_IP": spark.ui_host}
+
+
 def build_spark_session(settings: EspSettings) -> SparkSession:
     """Get or create the process's Spark session with the Kafka connector on its classpath."""
-    # PySpark picks the workers' interpreter from PYSPARK_PYTHON when the context starts
-    # (spark.pyspark.python only reaches spark-submit), so both are set.
-    os.environ["PYSPARK_PYTHON"] = settings.spark.python_executable or sys.executable
+    # The JVM inherits this process's environment when it starts (first session of the process).
+    os.environ.update(driver_environment(settings.spark))
     builder = SparkSession.builder
     for key, value in spark_conf(settings.spark, connector_jars(settings.jars_dir)).items():
         builder = builder.config(key, value)

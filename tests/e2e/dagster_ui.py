@@ -45,6 +45,14 @@ def _wait_for_server(port: int, process: subprocess.Popen, log: Path, timeout_s:
 @contextmanager
 def running_ui(tmp_path: Path, settings: dict) -> Iterator[int]:
     """`esp ui` on a free port with the given esp settings; yields the port."""
+    with running_ui_process(tmp_path, settings) as (port, _):
+        yield port
+
+
+@contextmanager
+def running_ui_process(tmp_path: Path, settings: dict) -> Iterator[tuple[int, int]]:
+    """`esp ui` on a free port with the given esp settings (written to tmp_path/esp-ui.json);
+    yields the port and the pid of the `esp ui` process (the root of its process tree)."""
     port = free_port()
     config = tmp_path / "esp-ui.json"
     config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run"), **settings}))
@@ -59,7 +67,7 @@ def running_ui(tmp_path: Path, settings: dict) -> Iterator[int]:
     )
     try:
         _wait_for_server(port, process, log)
-        yield port
+        yield port, process.pid
     finally:
         # dagster dev shuts down on SIGINT; whatever is left of the group after that is killed.
         os.killpg(process.pid, signal.SIGINT)
