@@ -23,7 +23,6 @@ import json
 import os
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -37,6 +36,15 @@ import psutil
 
 from benchmarks.soak_dagster import ENDED, ControlRoom
 from benchmarks.soak_jobs import JOBS, Expected, SoakJob
+from benchmarks.soak_resources import (
+    ResourceSample,
+    Trend,
+    WatchedFolders,
+    endurance_figures,
+    growth_violations,
+    sample_resources,
+)
+from benchmarks.soak_topics import TopicTail, limit_retention
 from orchestration.stack.kafka_broker import KafkaBroker
 from pipelines.streams.names import checkpoint_path, control_path, elastic_path
 
@@ -84,6 +92,18 @@ class SoakOptions:
     # A Dagster control room (webserver, daemon, code server; the elasticity sensor running)
     # launches resize runs beside the soak's direct requests, and is killed by the Dagster faults.
     dagster: bool = True
+    # Every topic's retention once the streams run (None: keep everything). An endurance run
+    # sets it so the broker's log is bounded; the oracle then comes from tailing the topics.
+    retention_s: float | None = None
+
+    @property
+    def kills(self) -> bool:
+        return any(f in KILL_POINTS for f in self.faults)
+
+    @property
+    def endurance(self) -> bool:
+        """No kills and a bounded broker log: every resource is judged flat after one retention cycle."""
+        return not self.kills and self.retention_s is not None
 
 
 @dataclass
@@ -91,37 +111,6 @@ class Event:
     at_s: float
     kind: str
     detail: str
-
-
-@dataclass(frozen=True)
-class ResourceSample:
-    """What the stream holds at one moment: its process tree's open files and threads, and the
-    bytes of its durable folders (state, Spark checkpoint, migration area, control folder)."""
-
-    at_s: float
-    open_files: int
-    threads: int
-    state_bytes: int
-    checkpoint_bytes: int
-    migrations_bytes: int
-    control_bytes: int
-
-
-# A monitor sample every 2 s: 300 are 10 minutes, the shortest run whose quarters span several
-# stream restarts (shorter runs are not judged).
-MIN_SAMPLES = 300
-# What "flat" allows over a run: the last quarter's median may exceed the second quarter's peak
-# by this factor plus this slack (a snapshot and its changelogs coexisting, Spark's checkpoint
-# retention filling up).
-FLAT_FACTOR = 1.5
-FLAT_SLACK = {
-    "open_files": 128,
-    "threads": 128,
-    "state_bytes": 4 << 20,
-    "checkpoint_bytes": 4 << 20,
-    "migrations_bytes": 1 << 20,
-    "control_bytes": 1 << 20,
-}
 
 
 @dataclass
@@ -143,6 +132,11 @@ class SoakReport:
     dead_letters_expected: int = 0
     dead_letters_found: int = 0
     violations: list[str] = field(default_factory=list)
+    retention_s: float | None = None
+    # Endurance runs: when the judged window starts (the first retention cycle over) and each
+    # figure's trend in it.
+    settle_s: float | None = None
+    trends: list[Trend] = field(default_factory=list)
 
     @property
     def kills(self) -> Counter[str]:
@@ -170,6 +164,8 @@ class SoakReport:
             "requests": self.requests,
             "seed": self.seed,
             "minutes": self.minutes,
+            "retention_s": self.retention_s,
+            "endurance": {"settle_s": self.settle_s, "trends": [asdict(t) for t in self.trends]},
             "events": [asdict(e) for e in self.events],
             "resources": [asdict(r) for r in self.resources],
         }
@@ -195,6 +191,10 @@ class BrokerHandle:
 
     def answers(self) -> bool:
         return self.broker.status().answering
+
+    @property
+    def data_dir(self) -> Path:
+        return self.broker.paths.data_dir
 
 
 class StreamProcess:
@@ -275,38 +275,6 @@ def batch_ids(checkpoint: Path, folder: str) -> list[int]:
     return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
 
 
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the files below `folder` (files vanishing meanwhile are skipped)."""
-    total = 0
-    for path in folder.rglob("*"):
-        try:
-            total += path.stat().st_size if path.is_file() else 0
-        except FileNotFoundError:
-            continue
-    return total
-
-
-def growth_violations(samples: list[ResourceSample]) -> list[str]:
-    """Resources that kept growing: the last quarter's median above FLAT_FACTOR times the second
-    quarter's peak, plus the slack. A long-lived driver levels off higher than one restarted
-    every minute (thread pools fill), so the bar is the highest level already reached, and the
-    median, so that one spike during a rescale does not count; a leak grows past both. Fewer
-    than MIN_SAMPLES samples say nothing."""
-    if len(samples) < MIN_SAMPLES:
-        return []
-    quarter = len(samples) // 4
-    second, last = samples[quarter : 2 * quarter], samples[-quarter:]
-    found = []
-    for name, slack in FLAT_SLACK.items():
-        before = max(getattr(s, name) for s in second)
-        after = statistics.median(getattr(s, name) for s in last)
-        if after > before * FLAT_FACTOR + slack:
-            found.append(
-                f"{name} kept growing: peak {before:.0f} in the second quarter, median {after:.0f} in the last"
-            )
-    return found
-
-
 def _listing(folder: Path) -> list[str]:
     try:
         return os.listdir(folder)
@@ -382,7 +350,7 @@ class Soak:
     def __init__(self, options: SoakOptions, broker: BrokerHandle, progress: Callable[[str], None]) -> None:
         self.options, self.broker, self.progress = options, broker, progress
         self.random = random.Random(options.seed)
-        self.report = SoakReport(seed=options.seed, minutes=options.minutes)
+        self.report = SoakReport(seed=options.seed, minutes=options.minutes, retention_s=options.retention_s)
         self.streams = [StreamProcess(options, JOBS[j], options.folder / f"{j}.log") for j in options.jobs]
         # The stream the current fault acts on (the first, the control room's, unless drawn otherwise).
         self.stream = self.streams[0]
@@ -393,6 +361,12 @@ class Soak:
         self.monitor_stop = threading.Event()
         first = self.streams[0].job
         self.room = ControlRoom(options.folder, options.config, first.name, first.topic) if options.dagster else None
+        # The oracle: each stream's input and dead letters, read while they are written.
+        self.expected = {s.job.name: Expected() for s in self.streams}
+        self.dead_letters: dict[str, dict[str, str]] = {s.job.name: {} for s in self.streams}
+        self.tails = [tail for s in self.streams for tail in self._tails(s)]
+        # stream -> migration folder -> the request it committed ("" for none), as observed.
+        self.committed_migrations: dict[str, dict[str, str]] = {}
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -406,7 +380,38 @@ class Soak:
             if self.room is not None:
                 self.room.stop()
 
+    def _tails(self, stream: StreamProcess) -> tuple[TopicTail, TopicTail]:
+        from pipelines.probes import PROBE_KAFKA_KEY
+        from pipelines.streams.names import dead_letter_topic
+
+        expected, letters = self.expected[stream.job.name], self.dead_letters[stream.job.name]
+
+        def take_input(record) -> None:
+            if record.key != PROBE_KAFKA_KEY:
+                stream.job.expect(
+                    record.key, record.value, f"{record.topic}:{record.partition}:{record.offset}", expected
+                )
+
+        def take_letter(record) -> None:
+            letter = json.loads(record.value)
+            position = f"{letter['source_topic']}:{letter['source_partition']}:{letter['source_offset']}"
+            letters[position] = letter.get("reason") or ""
+
+        bootstrap = self.options.bootstrap
+        return TopicTail(bootstrap, stream.topic, take_input), TopicTail(
+            bootstrap, dead_letter_topic(stream.job.name), take_letter
+        )
+
     def _run(self) -> SoakReport:
+        for tail in self.tails:
+            tail.start()
+        try:
+            return self._soak()
+        finally:
+            for tail in self.tails:
+                tail.stop()
+
+    def _soak(self) -> SoakReport:
         loads = [
             Load(self.options.bootstrap, s.job, self.options.seed + i, self.options.peak_lines_per_s)
             for i, s in enumerate(self.streams)
@@ -420,6 +425,13 @@ class Soak:
         monitor.start()
         try:
             self._wait_for_first_batch()
+            if self.options.retention_s is not None:
+                # Every topic exists now (the streams create their outputs' at start).
+                limit_retention(self.options.bootstrap, self.options.retention_s)
+                self._event("retention", f"every topic keeps {self.options.retention_s:.0f} s")
+                # Judged once the oldest data has been deleted twice over (a closed segment
+                # waits for the broker's 5-minute retention check).
+                self.report.settle_s = self._now() + 2 * self.options.retention_s
             # The minutes of faults start once every stream runs (Dagster and Spark start slowly on 2 cores).
             deadline = time.monotonic() + self.options.minutes * 60
             next_rescale = time.monotonic() + self.random.uniform(*self.options.rescale_gap_s)
@@ -486,6 +498,8 @@ class Soak:
                 self.report.channels.append((round(self._now(), 1), layout.n_channels))
             if all(stream.alive() for stream in self.streams):
                 self.report.resources.append(self._sample_resources())
+            for stream in self.streams:
+                self._observe_journals(stream)
 
     def _lag(self) -> int | None:
         """Records not yet consumed, over every stream (None while the broker is down)."""
@@ -503,23 +517,13 @@ class Soak:
         return total
 
     def _sample_resources(self) -> ResourceSample:
-        open_files = threads = 0
-        for process in [p for stream in self.streams for p in _tree(stream.process)]:
-            try:
-                open_files += process.num_fds()
-                threads += process.num_threads()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        roots = [stream.root for stream in self.streams]
-        return ResourceSample(
-            at_s=round(self._now(), 1),
-            open_files=open_files,
-            threads=threads,
-            state_bytes=sum(folder_bytes(elastic_path(r) / "channels") for r in roots),
-            checkpoint_bytes=sum(folder_bytes(checkpoint_path(r)) for r in roots),
-            migrations_bytes=sum(folder_bytes(elastic_path(r) / "migrations") for r in roots),
-            control_bytes=sum(folder_bytes(control_path(r)) for r in roots),
+        processes = [p for stream in self.streams for p in _tree(stream.process)]
+        folders = WatchedFolders(
+            stream_roots=tuple(stream.root for stream in self.streams),
+            broker_data=self.broker.data_dir,
+            dagster_home=self.options.folder / "run" / "dagster" if self.room is not None else None,
         )
+        return sample_resources(self._now(), processes, folders)
 
     def _wait_for_first_batch(self, timeout_s: float = 300) -> None:
         deadline = time.monotonic() + timeout_s
@@ -769,7 +773,7 @@ class Soak:
         name = self.stream.job.name
         self.progress(f"checking {name}")
         if self.stream is self.streams[0]:
-            self.report.violations.extend(growth_violations(self.report.resources))
+            self._check_resources()
         self._check_requests()
         migrated = self._check_journals()
         for request_id, stream in self.request_streams.items():
@@ -793,16 +797,30 @@ class Soak:
                 f"{name}: {len(wrong)} key(s) whose stored state differs from the results, e.g. {wrong[:3]}"
             )
 
-    def _expected(self) -> Expected:
-        """What the stream must end with, from its input topic read back (the ledger)."""
-        from pipelines.probes import PROBE_KAFKA_KEY
+    def _check_resources(self) -> None:
+        """Kill soaks: the figures a restarted stream keeps flat. Endurance runs: every figure,
+        after the first retention cycle, with its trend in the report."""
+        if not self.options.endurance or self.report.settle_s is None:
+            self.report.violations.extend(growth_violations(self.report.resources))
+            return
+        self.report.trends, growing = endurance_figures(self.report.resources, self.report.settle_s)
+        self.report.violations.extend(growing)
 
-        expected = Expected()
-        for record in read_topic(self.options.bootstrap, self.stream.topic):
-            if record.key != PROBE_KAFKA_KEY:
-                position = f"{self.stream.topic}:{record.partition}:{record.offset}"
-                self.stream.job.expect(record.key, record.value, position, expected)
-        return expected
+    def _expected(self) -> Expected:
+        """What the stream must end with: its input topic as the tail read it (the ledger)."""
+        from pipelines.kafka_topics import end_offsets
+
+        self._drain(self.stream.topic, end_offsets(self.options.bootstrap, self.stream.topic))
+        return self.expected[self.stream.job.name]
+
+    def _drain(self, topic: str, end: dict[int, int]) -> None:
+        (tail,) = [t for t in self.tails if t.topic == topic]
+        tail.drain(end)
+        if tail.skipped:
+            self.report.violations.append(
+                f"{tail.skipped} record(s) of {topic} were deleted by retention before the soak read them: "
+                "the oracle is incomplete"
+            )
 
     def _check_runs(self, timeout_s: float = 720) -> None:
         """Every resize run ended (none left STARTED by a killed part of Dagster: run monitoring
@@ -826,14 +844,12 @@ class Soak:
     def _check_dead_letters(self, malformed: set[str]) -> None:
         """Every rejected record is in the dead-letter topic with a reason, and nothing else is
         (replays may repeat a dead letter: the topic is at-least-once, keyed by position)."""
+        from pipelines.kafka_topics import end_offsets
         from pipelines.streams.names import dead_letter_topic
 
-        letters = read_topic(self.options.bootstrap, dead_letter_topic(self.stream.job.name))
-        found: dict[str, str] = {}
-        for record in letters:
-            letter = json.loads(record.value)
-            position = f"{letter['source_topic']}:{letter['source_partition']}:{letter['source_offset']}"
-            found[position] = letter.get("reason") or ""
+        topic = dead_letter_topic(self.stream.job.name)
+        self._drain(topic, end_offsets(self.options.bootstrap, topic))
+        found = self.dead_letters[self.stream.job.name]
         self.report.dead_letters_expected += len(malformed)
         self.report.dead_letters_found += len(malformed & found.keys())
         missing = sorted(malformed - found.keys())
@@ -860,28 +876,43 @@ class Soak:
             answer = ControlChannel(str(control)).result(request_id)
             self.report.requests[request_id] = answer.status if answer is not None else "unanswered"
 
-    def _check_journals(self) -> Counter[str]:
-        """No migration pending, every journal ended, and no request migrated more than once."""
-        from elasticity.migration import LayoutRegistry
+    def _observe_journals(self, stream: StreamProcess) -> None:
+        """Note every committed migration of `stream` with the request that asked for it. Run
+        every few seconds: a stream keeps only its newest migration journals (KEEP_EPOCHS)."""
         from elasticity.migration.journal import Journal, Phase
+        from elasticity.state import Location
+
+        migrations = Location.of(str(elastic_path(stream.root))).child("migrations")
+        seen = self.committed_migrations.setdefault(stream.job.name, {})
+        for name in migrations.names():
+            if name in seen:
+                continue
+            journal = Journal(migrations.child(name, "journal"), time.time)
+            try:
+                entries = journal.entries()
+                committed = journal.has(Phase.COMMITTED)
+            except (OSError, ValueError):  # forgotten while read, or being written
+                continue
+            if entries and committed:
+                seen[name] = str(entries[0].get("request_id") or "")
+
+    def _check_journals(self) -> Counter[str]:
+        """No migration pending, every journal kept ended, and no request migrated more than once."""
+        from elasticity.migration import LayoutRegistry
+        from elasticity.migration.journal import Journal
         from elasticity.state import Location
 
         elastic = Location.of(str(elastic_path(self.stream.root)))
         if LayoutRegistry(elastic).pending() is not None:
             self.report.violations.append("a migration is still pending after the soak")
-        committed_by: Counter[str] = Counter()
         for name in elastic.child("migrations").names():
             journal = Journal(elastic.child("migrations", name, "journal"), time.time)
-            entries = journal.entries()
-            if entries and not journal.is_finished():
+            if journal.entries() and not journal.is_finished():
                 self.report.violations.append(f"migration journal {name} never ended: {journal.phases()}")
-            if entries and journal.has(Phase.COMMITTED) and entries[0].get("request_id"):
-                committed_by[entries[0]["request_id"]] += 1
-        self.report.migrations_committed += sum(
-            1
-            for name in elastic.child("migrations").names()
-            if Journal(elastic.child("migrations", name, "journal"), time.time).has(Phase.COMMITTED)
-        )
+        self._observe_journals(self.stream)
+        seen = self.committed_migrations.get(self.stream.job.name, {})
+        self.report.migrations_committed += len(seen)
+        committed_by = Counter(request_id for request_id in seen.values() if request_id)
         for request_id, times in committed_by.items():
             if times > 1:
                 self.report.violations.append(f"request {request_id} was migrated {times} times")
@@ -914,30 +945,3 @@ class Soak:
                 stored[key] = int(value)
         backend.close()
         return stored
-
-
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 600):  # -> list[ConsumerRecord]
-    """Every record of `topic` up to its end offsets now, partition by partition."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    from pipelines.kafka_topics import end_offsets
-
-    end = end_offsets(bootstrap, topic)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    partitions = [TopicPartition(topic, p) for p in end]
-    consumer.assign(partitions)
-    consumer.seek_to_beginning(*partitions)
-    records = []
-    remaining = {p for p, offset in end.items() if offset > 0}
-    deadline = time.monotonic() + timeout_s
-    while remaining:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"could not read {topic} back to its end (partitions {sorted(remaining)} left)")
-        for tp, batch in consumer.poll(timeout_ms=2000).items():
-            for record in batch:
-                if record.offset + 1 >= end[tp.partition]:
-                    remaining.discard(tp.partition)
-                if record.offset < end[tp.partition]:
-                    records.append(record)
-    consumer.close()
-    return records

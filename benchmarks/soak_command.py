@@ -5,6 +5,10 @@ Starts a private broker, runs the word-count stream under a varying load for `--
 topic. Writes a JSON report (top-level `rescales`, `kills`, `lost`, `doubled`, `violations`,
 `kills_by_point`) and a PNG timeline of faults, rescales, lag and channels. Exits 1 when
 anything was lost, doubled or violated.
+
+`--no-kills` makes it an endurance run: rescales only, every topic's retention cut to
+`--retention-minutes`, and every resource (folders, files, broker log, Dagster's storage, memory)
+judged flat after the first retention cycle; a second PNG (`*.resources.png`) plots them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from benchmarks.soak import DAGSTER_FAULTS, FAULTS, BrokerHandle, Soak, SoakOptions, SoakReport
+from benchmarks.soak import DAGSTER_FAULTS, FAULTS, KILL_POINTS, BrokerHandle, Soak, SoakOptions, SoakReport
 from benchmarks.soak_jobs import JOBS
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
@@ -35,6 +39,11 @@ KIND_COLOURS = {
     "second_driver": "tab:gray",
     "rescale": "tab:green",
 }
+
+
+# An endurance run's topic retention: long enough for any catch-up, short enough that a
+# 60-minute run sees several retention cycles.
+ENDURANCE_RETENTION_MINUTES = 10.0
 
 
 def _free_port() -> int:
@@ -61,6 +70,12 @@ def soak_command(
         True,
         help="Run a Dagster control room (resize runs, the elasticity sensor) and kill its daemon and code server.",
     ),
+    kills: bool = typer.Option(
+        True, help="Draw the kill faults; --no-kills is an endurance run: rescales only, resources judged flat."
+    ),
+    retention_minutes: float | None = typer.Option(
+        None, min=1.0, help="Cut every topic's retention to this once the streams run (default: 10 with --no-kills)."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Kill and rescale a stream at seeded random times; check nothing was lost or doubled."""
@@ -72,6 +87,9 @@ def soak_command(
             raise ValueError(f"--faults: unknown or no fault {sorted(unknown) if chosen else ''}; known: {FAULTS}")
         if not dagster:
             chosen = tuple(f for f in chosen if f not in DAGSTER_FAULTS)
+        if not kills:
+            chosen = tuple(f for f in chosen if f not in KILL_POINTS)
+            retention_minutes = retention_minutes or ENDURANCE_RETENTION_MINUTES
         settings = load_settings(config)
         with tempfile.TemporaryDirectory(prefix="esp-soak-") as folder:
             wanted = SoakOptions(
@@ -86,6 +104,7 @@ def soak_command(
                 min_faults=min_faults,
                 faults=chosen,
                 dagster=dagster,
+                retention_s=retention_minutes * 60 if retention_minutes else None,
             )
             report = _run(settings, wanted)
     json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +112,8 @@ def soak_command(
     json_out.write_text(json.dumps(results, indent=2))
     plot = png or json_out.with_suffix(".png")
     write_timeline(report, plot)
+    if report.trends:
+        write_resources(report, plot.with_suffix(".resources.png"))
     console.print(summary_table(results))
     console.print(f"report {json_out}, timeline {plot}")
     if report.lost or report.doubled or report.violations:
@@ -146,6 +167,8 @@ def summary_table(results: dict[str, Any]) -> Table:
         table.add_row(f"  resize runs {outcome}", str(count))
     for point, count in sorted(results["kills_by_point"].items()):
         table.add_row(f"  {point}", str(count))
+    for trend in results["endurance"]["trends"]:
+        table.add_row(f"  {trend['name']}", f"{trend['start']:.0f} -> {trend['end']:.0f} ({trend['per_hour']:+.0f}/h)")
     table.add_row("violations", "\n".join(results["violations"]) or "none")
     return table
 
@@ -189,6 +212,48 @@ def write_timeline(report: SoakReport, path: Path) -> None:
         f"esp soak (seed {report.seed}): {report.rescales} rescales, {sum(report.kills.values())} kills, "
         f"lost {report.lost}, doubled {report.doubled}, violations {len(report.violations)}"
     )
+    _save(fig, path)
+
+
+# What each endurance figure is, for the plot: (panel, label, divisor to its unit).
+RESOURCE_PANELS = (
+    ("folders (MiB)", (("stream_bytes", "streams' folders"), ("dagster_bytes", "Dagster storage")), 2**20),
+    ("broker log (MiB)", (("broker_log_bytes", "topics' logs"),), 2**20),
+    ("memory (MiB)", (("driver_rss", "drivers + Spark JVMs"), ("worker_rss", "Python workers")), 2**20),
+    ("count", (("stream_files", "files in streams' folders"), ("open_files", "open files"), ("threads", "threads")), 1),
+)
+
+
+def write_resources(report: SoakReport, path: Path) -> None:
+    """An endurance run's resources over time, the judged window (after the first retention
+    cycle) shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(RESOURCE_PANELS), 1, figsize=(11, 10), sharex=True)
+    minutes = [r.at_s / 60 for r in report.resources]
+    for ax, (unit, figures, divisor) in zip(axes, RESOURCE_PANELS):
+        for name, label in figures:
+            ax.plot(minutes, [getattr(r, name) / divisor for r in report.resources], linewidth=1, label=label)
+        if report.settle_s is not None:
+            ax.axvspan(report.settle_s / 60, minutes[-1], color="tab:green", alpha=0.06)
+        ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left", fontsize=7)
+    axes[-1].set_xlabel("minutes since start (shaded: judged, after the first retention cycle)")
+    growing = [v for v in report.violations if "kept growing" in v]
+    axes[0].set_title(
+        f"esp endurance (seed {report.seed}, topics kept {report.retention_s or 0:.0f} s): "
+        f"{report.rescales} rescales, {'growing: ' + str(len(growing)) if growing else 'every figure flat'}"
+    )
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:  # fig: matplotlib Figure (imported lazily)
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

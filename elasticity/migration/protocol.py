@@ -49,6 +49,10 @@ Hook = Callable[[str], None]
 RecoveryPolicy = Literal["auto", "forward", "rollback"]
 T = TypeVar("T")
 
+# Layouts and migration journals kept after a migration completes (older ones are deleted): enough
+# to read any recent request's outcome and to see the last rescales by hand.
+KEEP_EPOCHS = 32
+
 HOOK_POINTS = (
     "staged",  # new layout stored, barrier closed
     "planned",  # journal PLANNED
@@ -156,6 +160,7 @@ class Migrator:
         max_workers: int = 4,
         count_keys: bool = True,
         fence: Callable[[], None] | None = None,
+        keep_epochs: int = KEEP_EPOCHS,
     ) -> None:
         self.root = root if isinstance(root, Location) else Location.of(root)
         self.backend = backend
@@ -167,6 +172,7 @@ class Migrator:
         self._count_keys = count_keys
         # Checked before every layout write (stage, commit, rollback): one writer per stage.
         self._fence = fence or (lambda: None)
+        self._keep_epochs = keep_epochs
 
     # ---- public API ---------------------------------------------------------------------------
     def migrate(self, new: Layout, *, allow_rebalance: bool = False, request_id: str | None = None) -> MigrationReport:
@@ -202,7 +208,12 @@ class Migrator:
             for stale in plan.added:  # leftovers of an earlier channel with the same id
                 self.backend.drop(stale)
             journal.record(
-                Phase.PLANNED, old_epoch=old.epoch, ranges=len(plan.ranges), op=report.operation, request_id=request_id
+                Phase.PLANNED,
+                old_epoch=old.epoch,
+                ranges=len(plan.ranges),
+                op=report.operation,
+                request_id=request_id,
+                rebalance=bool(plan.unexpected_moves()),
             )
             self._hook("planned")
         try:
@@ -312,6 +323,7 @@ class Migrator:
             journal.record(Phase.COMPLETE)
         self._hook("complete")
         self.registry.clear_pending()
+        self.registry.forget_old_epochs(self._keep_epochs)
 
     def _rollback(self, plan: MigrationPlan, area: MigrationArea, journal: Journal) -> None:
         self._fence()

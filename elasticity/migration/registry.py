@@ -9,6 +9,13 @@ Epochs are never reused: a rolled-back migration's epoch keeps its journal under
 `<root>/migrations/epoch=<E>/`, and `next_epoch()` is above every epoch ever used, so a later
 crash is never judged by an earlier attempt's journal.
 
+A committed layout is checked before it is used: its epoch must match its file name, and, past
+the first layout, its lineage: the pointer's previous epoch is below it, and the migration
+journal of its epoch records a migration planned from that previous epoch that got at least as
+far as collecting (the pointer moves only after that), and, unless that migration was a
+deliberate rebalance, the layout is a monotone successor of the previous one. A layout written
+or renamed by hand, or a pointer edited to name another epoch, is refused as `CorruptFile`.
+
 The router of the stream reads `routing_layout()` before each micro-batch. That call is the
 *horizontal barrier* of Gedik et al.: it raises `RescaleInProgress` while a migration is
 pending, so no batch is ever routed by a layout whose state has not been collected and
@@ -20,6 +27,8 @@ from __future__ import annotations
 import json
 
 from elasticity.layout import Layout
+from elasticity.migration.journal import Journal, Phase
+from elasticity.migration.plan import MigrationPlan
 from elasticity.state.files import CorruptFile, Location
 
 _CURRENT = "current.json"
@@ -42,12 +51,19 @@ def _epoch_file(epoch: int) -> str:
     return f"epoch={epoch:010d}.json"
 
 
+def _journal_folder(epoch: int) -> str:
+    """The migration area's folder name (see `elasticity.migration.area`)."""
+    return f"epoch={epoch:010d}"
+
+
 class LayoutRegistry:
     """Committed and staged layouts of one elastic stage, on any pyarrow filesystem."""
 
     def __init__(self, root: Location) -> None:
         self.location = root.child("layout")
         self._migrations = root.child("migrations")
+        # (epoch, previous) pairs whose lineage was checked: committed() runs before every batch.
+        self._lineage_checked: set[tuple[int, int]] = set()
 
     def initialize(self, layout: Layout) -> Layout:
         """Commit `layout` as the first layout, unless one is already committed (then return it)."""
@@ -58,9 +74,43 @@ class LayoutRegistry:
         return layout
 
     def committed(self) -> Layout:
+        """The committed layout, checked against its file name and the epoch it replaced."""
         if not self.location.exists(_CURRENT):
             raise RegistryError(f"no committed layout under {self.location.path}")
-        return self.load(self._read_pointer(_CURRENT))
+        pointer = self.location.read_json(_CURRENT)
+        layout = self.load(int(pointer["epoch"]))
+        previous = pointer.get("previous")
+        if previous is not None and (layout.epoch, int(previous)) not in self._lineage_checked:
+            self._check_lineage(layout, int(previous))
+            self._lineage_checked.add((layout.epoch, int(previous)))
+        return layout
+
+    def _check_lineage(self, layout: Layout, previous: int) -> None:
+        """CorruptFile unless `layout` came from a migration off epoch `previous` (see the module doc)."""
+        if previous >= layout.epoch:
+            raise CorruptFile(
+                self.location.file(_CURRENT),
+                f"it names epoch {layout.epoch} as the successor of epoch {previous}, but epochs only grow",
+            )
+        layout_file = self.location.file(_epoch_file(layout.epoch))
+        journal = Journal(self._migrations.child(_journal_folder(layout.epoch), "journal"), lambda: 0.0)
+        planned = next((e for e in journal.entries() if e.get("phase") == Phase.PLANNED), None)
+        if planned is None or planned.get("old_epoch") != previous:
+            raise CorruptFile(
+                layout_file,
+                f"no migration from the previous epoch {previous} is journaled for it",
+                "a layout is committed only by a migration; this one was written or renamed by hand",
+            )
+        if not journal.has(Phase.COLLECTED):
+            raise CorruptFile(
+                layout_file,
+                f"its migration from epoch {previous} never finished collecting, yet the pointer names it",
+            )
+        if not planned.get("rebalance") and MigrationPlan.between(self.load(previous), layout).unexpected_moves():
+            raise CorruptFile(
+                layout_file,
+                f"it is not a successor of epoch {previous}: hash ranges move between channels kept in both",
+            )
 
     def load(self, epoch: int) -> Layout:
         name = _epoch_file(epoch)
@@ -110,6 +160,28 @@ class LayoutRegistry:
         ]
         pointed = [self._read_pointer(name) for name in (_CURRENT, _PENDING) if self.location.exists(name)]
         return max([*staged, *journaled, *pointed], default=-1) + 1
+
+    def forget_old_epochs(self, keep: int) -> list[int]:
+        """Delete the layout files and migration folders (journals included) of every epoch but
+        the `keep` newest, never the committed one, the one it replaced or a pending one; the
+        epochs forgotten. A stream that rescales every minute would otherwise keep a journal
+        and a layout per rescale forever. `next_epoch()` stays above every epoch ever used,
+        since the newest are kept."""
+        staged = {
+            int(name[len("epoch=") : -len(".json")]) for name in self.location.names() if name.startswith("epoch=")
+        }
+        journaled = {int(name.split("=", 1)[1]) for name in self._migrations.names() if name.startswith("epoch=")}
+        epochs = sorted(staged | journaled)
+        protected = {self._read_pointer(_PENDING)} if self.location.exists(_PENDING) else set()
+        if self.location.exists(_CURRENT):
+            pointer = self.location.read_json(_CURRENT)
+            protected |= {int(pointer["epoch"]), int(pointer.get("previous", pointer["epoch"]))}
+        old = [e for e in epochs[: max(0, len(epochs) - keep)] if e not in protected]
+        for epoch in old:
+            # The journal first: a crash in between leaves a layout nobody points at, forgotten next time.
+            self._migrations.child(_journal_folder(epoch)).delete_tree()
+            self.location.delete_file(_epoch_file(epoch))
+        return old
 
     def clear_pending(self) -> None:
         """Reopen the barrier."""

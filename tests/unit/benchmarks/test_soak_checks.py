@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from benchmarks.soak import ResourceSample, _journal_phases, growth_violations
+from benchmarks.soak import _journal_phases
 from benchmarks.soak_jobs import _utf8
+from benchmarks.soak_resources import ResourceSample, growth_violations
 
 
 def _samples(n: int = 400, grow: str | None = None) -> list[ResourceSample]:

@@ -6,17 +6,19 @@ Arrow error naming nothing, and a damaged layout was silently taken for another 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elasticity.layout import Layout
-from elasticity.migration import LayoutRegistry
+from elasticity.migration import LayoutRegistry, Migrator
 from elasticity.migration.journal import Journal, Phase
-from elasticity.state import CorruptFile, HistoryBackend, Int64Codec, Location, RocksBackend
+from elasticity.state import CorruptFile, HistoryBackend, Int64Codec, Location, MemoryBackend, RocksBackend
 from elasticity.state.records import entries_table
 
 
@@ -178,3 +180,51 @@ def test_any_single_flip_or_truncation_is_detected(tmp_path_factory, payload: by
         _truncate(path, data.draw(st.integers(1, size)))
     with pytest.raises(CorruptFile):
         location.read_bytes("f")
+
+
+def _migrated(root: Path, new_layout, **options) -> tuple[LayoutRegistry, Layout, Layout]:
+    """A stage on four channels migrated once to `new_layout(old)`; (registry, old, committed)."""
+    backend = MemoryBackend(Int64Codec(), durable=str(root))
+    old = Layout.uniform(4)
+    registry = LayoutRegistry(Location.of(str(root)))
+    registry.initialize(old)
+    Migrator(str(root), backend).migrate(new_layout(old), **options)
+    return registry, old, registry.committed()
+
+
+def _rolled(old: Layout) -> Layout:
+    """Every range to another existing channel: a rebalance, not a successor."""
+    return Layout(old.epoch + 1, old.bounds, np.roll(old.owners, 1))
+
+
+def test_a_migrated_layout_and_a_consented_rebalance_pass_the_lineage_check(tmp_path: Path) -> None:
+    _, _, committed = _migrated(tmp_path / "a", lambda old: old.scale_out(1))
+    assert LayoutRegistry(Location.of(str(tmp_path / "a"))).committed() == committed
+    _, _, committed = _migrated(tmp_path / "b", _rolled, allow_rebalance=True)
+    assert LayoutRegistry(Location.of(str(tmp_path / "b"))).committed() == committed
+
+
+def test_a_pointer_edited_to_a_layout_no_migration_made_is_refused(tmp_path: Path) -> None:
+    registry, old, _ = _migrated(tmp_path, lambda old: old.scale_out(1))
+    # Published properly (a valid trailer, the epoch its name says), but never migrated to.
+    forged = old.split(old.channels[0]).renumbered(7)
+    registry.location.publish_bytes("epoch=0000000007.json", forged.to_json().encode())
+    registry.location.publish_bytes("current.json", json.dumps({"epoch": 7, "previous": 1}).encode())
+    with pytest.raises(CorruptFile, match="no migration from the previous epoch 1"):
+        LayoutRegistry(Location.of(str(tmp_path))).committed()
+
+
+def test_a_pointer_whose_previous_epoch_is_not_below_is_refused(tmp_path: Path) -> None:
+    registry, _, committed = _migrated(tmp_path, lambda old: old.scale_out(1))
+    registry.location.publish_bytes("current.json", json.dumps({"epoch": committed.epoch, "previous": 5}).encode())
+    with pytest.raises(CorruptFile, match="epochs only grow"):
+        LayoutRegistry(Location.of(str(tmp_path))).committed()
+
+
+def test_a_committed_layout_replaced_by_a_non_successor_is_refused(tmp_path: Path) -> None:
+    registry, old, committed = _migrated(tmp_path, lambda old: old.scale_out(1))
+    # The same epoch and file name, a valid trailer, but ranges move between channels kept in both.
+    reshuffled = Layout(committed.epoch, committed.bounds, np.roll(committed.owners, 1))
+    registry.location.publish_bytes(f"epoch={committed.epoch:010d}.json", reshuffled.to_json().encode())
+    with pytest.raises(CorruptFile, match=f"not a successor of epoch {old.epoch}"):
+        LayoutRegistry(Location.of(str(tmp_path))).committed()

@@ -329,3 +329,32 @@ def test_the_outcome_of_a_request_is_read_back_from_the_journal(make_backend, tm
     done = migrator.recorded_outcome("r-2", new.epoch)
     assert done is not None and done.committed
     assert migrator.recorded_outcome("someone-else", new.epoch) is None
+
+
+def test_old_layouts_and_journals_are_forgotten_but_epochs_never_reused(make_backend, tmp_path) -> None:
+    backend, root, layout, expected = start(make_backend, tmp_path, n_keys=60)
+    registry = LayoutRegistry(Location.of(root))
+    for i in range(8):
+        layout = registry.committed()
+        new = (layout.scale_out(1) if i % 2 == 0 else layout.scale_in(1)).renumbered(registry.next_epoch())
+        Migrator(root, backend, keep_epochs=3).migrate(new)
+    committed = assert_owned_exactly_once(backend, root, expected)
+    staged = sorted(p.name for p in (tmp_path / "durable" / "layout").glob("epoch=*"))
+    journals = sorted(p.name for p in (tmp_path / "durable" / "migrations").glob("epoch=*"))
+    assert staged == [f"epoch={e:010d}.json" for e in (6, 7, 8)]
+    assert journals == [f"epoch={e:010d}" for e in (6, 7, 8)]
+    assert committed.epoch == 8 and registry.next_epoch() == 9
+    assert registry.previous() is not None and registry.previous().epoch == 7
+
+
+def test_forgetting_keeps_the_committed_its_previous_and_a_pending_epoch(tmp_path) -> None:
+    registry = LayoutRegistry(Location.of(str(tmp_path)))
+    registry.initialize(Layout.uniform(2))
+    for epoch in range(1, 5):
+        registry.location.publish_bytes(f"epoch={epoch:010d}.json", Layout.uniform(2, epoch=epoch).to_json().encode())
+    registry._point("current.json", 1, previous=0)  # an old committed layout
+    registry._point("pending.json", 2)
+    assert registry.forget_old_epochs(keep=1) == [3]
+    assert sorted(p.name for p in (tmp_path / "layout").glob("epoch=*")) == [
+        f"epoch={e:010d}.json" for e in (0, 1, 2, 4)
+    ]
