@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from elasticity.control import (
     CongestionOptions,
@@ -28,6 +28,10 @@ from elasticity.layout import MAX_CHANNELS
 from orchestration.names import RESIZE_MAX_WAIT_S
 
 POLICY_FILE = "elasticity-policy.json"
+
+
+class PolicyFileError(ValueError):
+    """A stream's policy override file that cannot be used; the message names it and the problem."""
 
 
 class ElasticityPolicy(BaseModel):
@@ -102,12 +106,22 @@ def policy_path(control_dir: str | Path) -> Path:
 
 
 def load_policy(control_dir: str | Path, default: ElasticityPolicy) -> ElasticityPolicy:
-    """The stream's policy: `default` with the fields of its override file (if any) on top."""
+    """The stream's policy: `default` with the fields of its override file (if any) on top;
+    PolicyFileError naming the file and the problem when it is not a valid override."""
     path = policy_path(control_dir)
     if not path.is_file():
         return default
-    overrides: dict[str, Any] = json.loads(path.read_text())
-    return ElasticityPolicy.model_validate({**default.model_dump(exclude={"control"}), **overrides})
+    try:
+        overrides: Any = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise PolicyFileError(f"policy override {path} is not JSON ({error}); fix or remove it") from error
+    if not isinstance(overrides, dict):
+        raise PolicyFileError(f"policy override {path} must hold a JSON object of policy fields; fix or remove it")
+    try:
+        return ElasticityPolicy.model_validate({**default.model_dump(exclude={"control"}), **overrides})
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'policy'}: {e['msg']}" for e in error.errors())
+        raise PolicyFileError(f"policy override {path} is invalid: {problems}; fix or remove it") from error
 
 
 def write_policy(control_dir: str | Path, policy: ElasticityPolicy) -> Path:

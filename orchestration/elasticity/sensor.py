@@ -25,7 +25,7 @@ from dagster import (
     sensor,
 )
 
-from orchestration.elasticity.policy import ElasticityPolicy, load_policy
+from orchestration.elasticity.policy import ElasticityPolicy, PolicyFileError, load_policy
 from orchestration.names import RESCALE_TAG, elasticity_sensor_name, layout_asset_key, op_name
 from orchestration.resources import EspSettingsResource
 from orchestration.runs import ACTIVE_RUN_STATUSES
@@ -98,7 +98,12 @@ def make_elasticity_sensor(
         from orchestration.elasticity.tick import decide_tick, run_tags
 
         spec = stream_spec(esp_settings.load(), entry)
-        stream_policy = load_policy(spec.control_dir, default_policy)
+        try:
+            stream_policy = load_policy(spec.control_dir, default_policy)
+        except PolicyFileError as error:
+            # No decision on a policy nobody chose; the stream runs on, on its committed layout.
+            context.log.error(str(error))
+            return SensorResult(skip_reason=SkipReason(str(error)), cursor=context.cursor)
         waiting = rescale_in_flight(context.instance, entry.name, spec)
         if waiting is not None:
             return SensorResult(skip_reason=SkipReason(waiting), cursor=context.cursor)

@@ -168,6 +168,27 @@ def test_the_stream_policy_file_overrides_the_default(settings, instance):
     assert "SLO 20,000 ms" in skips[-1]
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (b"{not json", "is not JSON"),
+        (b"\xff\xfe", "is not JSON"),
+        (b"[1, 2]", "must hold a JSON object"),
+        (b'{"max_channels": 100000}', "max_channels: Input should be less than or equal to 1024"),
+        (b'{"min_channels": 0}', "min_channels: Input should be greater than or equal to 1"),
+        (b'{"min_channels": 5, "max_channels": 2}', "min_channels 5 > max_channels 2"),
+        (b'{"slo": 3}', "slo: Extra inputs are not permitted"),
+    ],
+)
+def test_a_malformed_policy_file_is_skipped_with_its_problem_named(settings, instance, text, problem):
+    spec = stream_spec(settings.load(), ENTRY)
+    policy_file = write_policy(spec.control_dir, ElasticityPolicy())
+    policy_file.write_bytes(text)
+    stream = FakeStream(channels=(0, 1)).run(10, 400, 12.0)
+    message = Harness(stream, settings, instance).tick().skip_reason.skip_message
+    assert str(policy_file) in message and problem in message and "fix or remove it" in message
+
+
 def test_the_cursor_is_small_json(settings, instance):
     stream = FakeStream(channels=tuple(range(8)))
     harness = Harness(stream, settings, instance)
