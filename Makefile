@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 export GX_ANALYTICS_ENABLED := false
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install jars lint test test-unit test-integration test-long soak demo demo-stop ui clean help
+.PHONY: install jars lint test test-unit test-integration test-long soak endurance demo demo-stop ui clean help
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
@@ -20,6 +20,7 @@ help:
 	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
+	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
 
 $(VENV)/bin/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
@@ -64,6 +65,13 @@ SOAK_MINUTES ?= 30
 SOAK_SEED ?= 7
 soak: install jars
 	$(ESP) soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED) --json benchmarks/results/soak.json
+
+# The endurance run: rescales but no kills, every topic's retention cut to 10 minutes; the streams'
+# folders, the broker's log, Dagster's storage and the processes' memory must stay flat after the
+# first retention cycle. ENDURANCE_MINUTES and SOAK_SEED override.
+ENDURANCE_MINUTES ?= 60
+endurance: install jars
+	$(ESP) soak --minutes $(ENDURANCE_MINUTES) --seed $(SOAK_SEED) --no-kills --json benchmarks/results/endurance.json
 
 demo: install jars
 	bash infra/demo.sh
