@@ -1,0 +1,79 @@
+"""As-Stream (seed 002): bottleneck identification, plan generation and predictive pre-scaling.
+
+The pure core of issue 17, in the loop's stages: `inputs` (what a collector gives: per-stage
+monitoring samples and the topology of stages), `bottleneck` (evaluate: Eq. 4–8 and the
+bottleneck level table), `plan` (decide: Eq. 9 as a selectable planning policy), `prediction`
+(evaluate/decide: Eq. 10–11 and the pre-scale `Decision` a `Realizer` can apply), `options`
+(`AsStreamOptions`, every threshold typed, defaulted and described).
+"""
+
+from elasticity.control.asstream.bottleneck import (
+    BottleneckInterval,
+    BottleneckReport,
+    EffectiveBottleneckValue,
+    LatencyLine,
+    StageBottleneck,
+    StageCost,
+    bottleneck_intervals,
+    communication_time,
+    effective_values,
+    fit_latency_line,
+    identify_bottlenecks,
+    identify_stage,
+    reference_time,
+)
+from elasticity.control.asstream.inputs import StageLink, StageMonitoring, StageSample, Topology
+from elasticity.control.asstream.options import AsStreamOptions
+from elasticity.control.asstream.plan import (
+    ParameterPlanPolicy,
+    PlanningPolicy,
+    StageParallelism,
+    StagePlan,
+    parameter_plan,
+    plan_stages,
+    planning_policy,
+)
+from elasticity.control.asstream.prediction import (
+    InputPrediction,
+    StagePrediction,
+    channels_needed,
+    mean_selectivity,
+    pre_scale,
+    predict_next_inputs,
+    predicted_output,
+)
+
+__all__ = [
+    "AsStreamOptions",
+    "BottleneckInterval",
+    "BottleneckReport",
+    "EffectiveBottleneckValue",
+    "InputPrediction",
+    "LatencyLine",
+    "ParameterPlanPolicy",
+    "PlanningPolicy",
+    "StageBottleneck",
+    "StageCost",
+    "StageLink",
+    "StageMonitoring",
+    "StageParallelism",
+    "StagePlan",
+    "StagePrediction",
+    "StageSample",
+    "Topology",
+    "bottleneck_intervals",
+    "channels_needed",
+    "communication_time",
+    "effective_values",
+    "fit_latency_line",
+    "identify_bottlenecks",
+    "identify_stage",
+    "mean_selectivity",
+    "parameter_plan",
+    "plan_stages",
+    "planning_policy",
+    "pre_scale",
+    "predict_next_inputs",
+    "predicted_output",
+    "reference_time",
+]
