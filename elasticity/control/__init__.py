@@ -4,6 +4,8 @@ Pure Python (numpy + pydantic). A Dagster sensor builds `ControlOptions` from ru
 a `LoopState` JSON in its cursor and calls `control_step(options, state, snapshot, now_s)` once
 per evaluation; `ElasticLoop` wires a `MetricsCollector`, the controller and a `Realizer` for
 long-running use; `simulation` drives the same loop on a queueing model for benchmarks.
+`elasticity.control.asstream` is As-Stream (seed 002) for multi-stage jobs: bottleneck levels,
+Eq. 9 plans and the Eq. 10–11 prediction behind pre-scaling.
 """
 
 from elasticity.control.clock import Clock, ManualClock, SystemClock

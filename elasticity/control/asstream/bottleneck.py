@@ -57,7 +57,7 @@ class StageCost:
 
 
 def reference_time(costs: Sequence[StageCost]) -> float:
-    """Eq. 5: T = max(Σ T_calc, Σ T_comm) over all tasks; 0 for none."""
+    """Eq. 5: T = max(Σ T_calc, Σ T_comm) over all tasks; 0 for none (identification wants None then)."""
     return max(sum(c.compute_s for c in costs), sum(c.communication_s for c in costs), 0.0)
 
 
@@ -259,7 +259,13 @@ def identify_bottlenecks(
     options: AsStreamOptions,
     reference_time_s: float | None = None,
 ) -> BottleneckReport:
-    """Identify every stage's bottleneck and level; `reference_time_s` is T of Eq. 5 (None: unknown)."""
+    """Identify every stage's bottleneck and level; `reference_time_s` is T of Eq. 5 (None: unknown).
+
+    T must be positive: nothing is "of the order of" 0, so a T of 0 would silently give every
+    stage level 0; a caller without a cost model passes None and the order test is skipped.
+    """
+    if reference_time_s is not None and not (reference_time_s > 0 and math.isfinite(reference_time_s)):
+        raise ValueError(f"reference time T must be a positive number or None (unknown), got {reference_time_s}")
     found = [identify_stage(m, reference_time_s, options) for m in monitorings]
     table = {s.bottleneck_time_s for s in found if s.bottleneck_time_s is not None}
     leveled = [

@@ -1,11 +1,15 @@
 """As-Stream's typed inputs: one stage's monitoring samples and the topology of stages (a DAG).
 
 A `StageSample` is one monitoring window Δw of one stage: the window's end time, the mean
-latency of the rows it finished (γ_i of Eq. 6–8), the rows that reached it (its input workload
-D_in(w) of Eq. 10), the rows it emitted, and the rows it has produced that still wait for its
-downstream (its output queue q_out(w) of Eq. 10). `StageMonitoring` is one stage's samples over
-the monitoring period, in time order. `Topology` names the stages and their upstream links; a
-link carries the bandwidth B_ji of Eq. 11 in rows per window (unbounded by default).
+latency of the rows it finished (γ_i of Eq. 6–8), its input workload D_in(w) of Eq. 10, the
+rows it emitted, and the rows it has produced that still wait for its downstream (its output
+queue q_out(w) of Eq. 10). The paper takes D_in(w) as the length of the stage's input queue, the
+work offered to it in the window; over Kafka that is the rows that arrived in the window, plus
+the stage's lag when the collector wants a backlog to count as offered work.
+
+`StageMonitoring` is one stage's samples over the monitoring period, in time order. `Topology`
+names the stages and their upstream links; a link carries the bandwidth B_ji of Eq. 11 in rows
+per window (unbounded by default).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from elasticity.control.asstream import (
     AsStreamOptions,
     ParameterPlanPolicy,
+    PlanningPolicy,
     StageCost,
     StageLink,
     StageMonitoring,
@@ -219,6 +220,8 @@ def test_invalid_samples_and_topologies_are_rejected_with_a_reason():
         StageSample(0.0, math.nan)
     with pytest.raises(ValueError, match="time order"):
         monitoring("late", [2.0, 1.0], [0.1, 0.1])
+    with pytest.raises(ValueError, match="reference time"):
+        identify_bottlenecks([crafted("x")], OPTIONS, reference_time_s=0.0)
     with pytest.raises(ValueError, match="cycle"):
         Topology(("a", "b"), (StageLink("a", "b"), StageLink("b", "a")))
     with pytest.raises(ValueError, match="unknown stage"):
@@ -255,6 +258,15 @@ def test_identified_levels_3_2_1_reproduce_table_5_through_plan_stages():
     parallelism = [StageParallelism("a", 8, 16), StageParallelism("b", 10, 10), StageParallelism("c", 5, 10)]
     plans = plan_stages(report, parallelism, planning_policy(OPTIONS))
     assert [(p.stage, p.bottleneck_level, p.new_tasks) for p in plans] == [("a", 3, 22), ("b", 2, 12), ("c", 1, 12)]
+
+
+def test_the_options_select_the_policy_and_carry_phi_and_the_bounds():
+    policy = planning_policy(AsStreamOptions(phi=1.5, max_channels=30))
+    assert isinstance(policy, PlanningPolicy)
+    # 1.5 * (8 + 3) / 8 * 16 = 33, clamped to max_channels = 30.
+    assert policy.new_tasks(8, 3, 16) == 30
+    with pytest.raises(ValidationError):
+        AsStreamOptions(planning_policy="bottleneck_first")
 
 
 def test_fractional_plans_round_up_and_phi_is_exact():
