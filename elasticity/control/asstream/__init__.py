@@ -22,7 +22,7 @@ from elasticity.control.asstream.bottleneck import (
     identify_stage,
     reference_time,
 )
-from elasticity.control.asstream.inputs import StageLink, StageMonitoring, StageSample, Topology
+from elasticity.control.asstream.inputs import StageLink, StageMonitoring, StageSample, Topology, by_stage
 from elasticity.control.asstream.options import AsStreamOptions
 from elasticity.control.asstream.plan import (
     ParameterPlanPolicy,
@@ -62,6 +62,7 @@ __all__ = [
     "StageSample",
     "Topology",
     "bottleneck_intervals",
+    "by_stage",
     "channels_needed",
     "communication_time",
     "effective_values",

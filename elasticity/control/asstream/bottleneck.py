@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from elasticity.control.asstream.inputs import StageMonitoring
+from elasticity.control.asstream.inputs import StageMonitoring, by_stage
 from elasticity.control.asstream.options import AsStreamOptions
 from elasticity.control.signals import FloatArray
 
@@ -266,6 +266,7 @@ def identify_bottlenecks(
     """
     if reference_time_s is not None and not (reference_time_s > 0 and math.isfinite(reference_time_s)):
         raise ValueError(f"reference time T must be a positive number or None (unknown), got {reference_time_s}")
+    by_stage(monitorings)  # raises when a stage is monitored twice
     found = [identify_stage(m, reference_time_s, options) for m in monitorings]
     table = {s.bottleneck_time_s for s in found if s.bottleneck_time_s is not None}
     leveled = [

@@ -82,6 +82,16 @@ class StageMonitoring:
         return np.array([s.mean_latency_s for s in self.samples], dtype=np.float64)
 
 
+def by_stage(monitorings: Iterable[StageMonitoring]) -> dict[str, StageMonitoring]:
+    """The monitorings keyed by stage name; a stage given twice is an error, not a silent overwrite."""
+    found: dict[str, StageMonitoring] = {}
+    for monitoring in monitorings:
+        if monitoring.stage in found:
+            raise ValueError(f"stage {monitoring.stage!r} is monitored twice")
+        found[monitoring.stage] = monitoring
+    return found
+
+
 @dataclass(frozen=True)
 class StageLink:
     """Rows flow from `upstream` to `downstream`, at most `bandwidth_rows` per window (B_ji of Eq. 11)."""

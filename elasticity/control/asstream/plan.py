@@ -97,10 +97,10 @@ def plan_stages(
     report: BottleneckReport, parallelism: Sequence[StageParallelism], policy: PlanningPolicy
 ) -> tuple[StagePlan, ...]:
     """A plan per stage in the report's ranking (bottleneck first), as §2.3 walks the level table."""
-    by_stage = {p.stage: p for p in parallelism}
+    current = {p.stage: p for p in parallelism}
     plans = []
     for ranked in report.stages:
-        now = by_stage.get(ranked.stage)
+        now = current.get(ranked.stage)
         if now is None:
             raise ValueError(f"no parallelism given for stage {ranked.stage!r}")
         plans.append(

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from elasticity.control.asstream.inputs import StageMonitoring, Topology
+from elasticity.control.asstream.inputs import StageMonitoring, Topology, by_stage
 from elasticity.control.asstream.options import AsStreamOptions
 from elasticity.control.decision import Decision
 
@@ -70,14 +70,14 @@ def predict_next_inputs(
     source_input_rows: Mapping[str, float] | None = None,
 ) -> InputPrediction:
     """Eq. 10–11 for every stage from each stage's latest window (a stage without samples counts zeros)."""
-    by_stage = {m.stage: m for m in monitorings}
-    unknown = set(by_stage) - set(topology.stages)
+    monitored = by_stage(monitorings)
+    unknown = set(monitored) - set(topology.stages)
     if unknown:
         raise ValueError(f"monitoring for stages not in the topology: {sorted(unknown)}")
     forecasts = source_input_rows or {}
     predictions: dict[str, StagePrediction] = {}
     for stage in topology.topological_order():
-        monitoring = by_stage.get(stage, StageMonitoring(stage, ()))
+        monitoring = monitored.get(stage, StageMonitoring(stage, ()))
         latest = monitoring.latest
         rows_in = latest.rows_in if latest is not None else 0.0
         queued = latest.rows_queued_out if latest is not None else 0.0

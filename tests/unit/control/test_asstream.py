@@ -222,6 +222,12 @@ def test_invalid_samples_and_topologies_are_rejected_with_a_reason():
         monitoring("late", [2.0, 1.0], [0.1, 0.1])
     with pytest.raises(ValueError, match="reference time"):
         identify_bottlenecks([crafted("x")], OPTIONS, reference_time_s=0.0)
+    with pytest.raises(ValueError, match="monitored twice"):
+        identify_bottlenecks([crafted("x"), crafted("x", 2.0)], OPTIONS)
+    with pytest.raises(ValueError, match="monitored twice"):
+        predict_next_inputs(Topology.chain("x"), [windows("x", [(1, 1)]), windows("x", [(2, 2)])], OPTIONS)
+    with pytest.raises(ValueError, match="not in the topology"):
+        predict_next_inputs(Topology.chain("x"), [windows("y", [(1, 1)])], OPTIONS)
     with pytest.raises(ValueError, match="cycle"):
         Topology(("a", "b"), (StageLink("a", "b"), StageLink("b", "a")))
     with pytest.raises(ValueError, match="unknown stage"):
