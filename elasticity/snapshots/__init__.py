@@ -23,6 +23,7 @@ from elasticity.snapshots.recovery import (
     RecoveryRates,
     RecoveryTracker,
     RestoreObservation,
+    backlog_in_history,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "SnapshotDecision",
     "SnapshotPolicy",
     "SnapshotRule",
+    "backlog_in_history",
 ]

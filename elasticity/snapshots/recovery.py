@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from elasticity.state.history import History
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -114,6 +116,25 @@ class Backlog(_Frozen):
                 "changelog_bytes": self.changelog_bytes + size_bytes,
             }
         )
+
+
+def backlog_in_history(history: History, snapshot_bytes: int) -> Backlog:
+    """The backlog a channel's durable history holds: its changelogs after the newest snapshot.
+
+    For a policy that starts where history already exists (a restarted worker, a rescale
+    receiver), so its first predictions are not blind to it. It reads those changelogs, the same
+    ones the store's `sync()`/`restore()` folds on that start. History does not know file sizes:
+    `snapshot_bytes` is the caller's measure of the newest snapshot (ignored if there is none).
+    """
+    snapshots = history.snapshot_versions()
+    newest = snapshots[-1] if snapshots else None
+    after = [history.read_changelog(v) for v in history.changelog_versions() if newest is None or v > newest]
+    return Backlog(
+        snapshot_bytes=snapshot_bytes if newest is not None else 0,
+        changelogs=len(after),
+        changelog_entries=sum(t.num_rows for t in after),
+        changelog_bytes=sum(t.nbytes for t in after),
+    )
 
 
 class RecoveryPrediction(_Frozen):

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from elasticity.snapshots import Backlog, RateEstimate, RecoveryOptions, RecoveryTracker, RestoreObservation
+from elasticity.snapshots import (
+    Backlog,
+    RateEstimate,
+    RecoveryOptions,
+    RecoveryTracker,
+    RestoreObservation,
+    backlog_in_history,
+)
+from elasticity.state.history import MemoryHistory
+from elasticity.state.records import Version, entries_table
 from tests.unit.snapshots.observations import batch
 
 OPTIONS = RecoveryOptions(
@@ -68,3 +77,20 @@ def test_options_reject_a_zero_rate_and_a_smoothing_outside_0_1():
         RecoveryOptions(fold_entries_per_s=0)
     with pytest.raises(ValidationError):
         RecoveryOptions(smoothing=1.5)
+
+
+def _changelog(rows: int):
+    return entries_table(list(range(rows)), [f"k{i}" for i in range(rows)], [b"v"] * rows)
+
+
+def test_the_backlog_of_a_durable_history_is_what_follows_its_newest_snapshot():
+    history = MemoryHistory()
+    assert backlog_in_history(history, snapshot_bytes=999) == Backlog()
+    for batch_id, rows in enumerate([3, 5, 7]):
+        history.write_changelog(Version(batch_id, 0), _changelog(rows))
+    assert backlog_in_history(history, snapshot_bytes=999).changelog_entries == 15
+    history.write_snapshot(Version(1, 0), _changelog(8))
+    history.write_changelog(Version(2, 1), _changelog(2))  # a migration after batch 2
+    backlog = backlog_in_history(history, snapshot_bytes=4_096)
+    assert (backlog.snapshot_bytes, backlog.changelogs, backlog.changelog_entries) == (4_096, 2, 9)
+    assert backlog.changelog_bytes == _changelog(7).nbytes + _changelog(2).nbytes
