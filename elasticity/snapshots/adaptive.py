@@ -1,8 +1,10 @@
 """Adaptive snapshots: seed 003's recov-guarantee and Peak Avoidance Protocol, per channel, per batch.
 
-Seed 003 (§3.2–3.4 and its "Peak Avoidance Protocol" listing) runs, for every processed batch:
+Seed 003 (恢复时间保障, 检查点实时性代价 and its "Peak Avoidance Protocol" listing) runs, for
+every processed batch:
 
-    recov-guarantee()      if the recovery would pass thres_recov: checkpoint now
+    recov-guarantee()      if the upstream data to replay would pass the amount that thres_recov
+                           allows (SumQS_recov): checkpoint now
     coverage-update()      ckptcov <- coverage now; if ckptcov > blckpt: wait (peak avoidance)
                            else checkpoint-select()
     checkpoint-select()    ICR <- rate of change of the coverage now;
@@ -11,15 +13,17 @@ Seed 003 (§3.2–3.4 and its "Peak Avoidance Protocol" listing) runs, for every
 
 and one checkpoint per checkpoint period completes the period. How esp reads each term:
 
-- **recovery** is `recovery.py`'s model. The stream decides after a batch commits, and the next
-  chance to snapshot is after the next batch: so the guarantee fires when the recovery predicted
-  *at the next chance* — this backlog plus one more changelog like this batch's, with one more
-  batch like this one in flight — would pass `max_recovery_s`. A recovery can therefore pass the
-  bound only by how much the next batch outgrows this one. When even a snapshot now would leave
-  the next chance above the bound (the batch in flight or the state itself is too big to come
-  back in time), a snapshot cannot restore the guarantee and would only add its cost at the
-  peak: the guarantee stands aside and says so, the period's rules decide, and admission control
-  (`elasticity.admission`) is the lever that shortens the replay.
+- **recovery** is `recovery.py`'s model: esp predicts the time itself rather than converting the
+  bound into an amount of data, since a channel's recovery also restores and folds. The stream
+  decides after a batch commits, and the next chance to snapshot is after the next batch: so the
+  guarantee fires when the recovery predicted *at the next chance* — this backlog plus one more
+  changelog like this batch's, with one more batch like this one in flight — would pass
+  `max_recovery_s`. A recovery can therefore pass the bound only by how much the next batch
+  outgrows this one. When even a snapshot now would leave the next chance above the bound (the
+  batch in flight or the state itself is too big to come back in time), a snapshot cannot
+  restore the guarantee and would only add its cost at the peak: the guarantee stands aside and
+  says so, the period's rules decide, and admission control (`elasticity.admission`) is the
+  lever that shortens the replay.
 - **coverage** (检查点数据覆盖量, the data a checkpoint's pause holds up) is the input records of
   the batch just committed: the snapshot is written before the next batch runs, and the next
   batch's input is arriving at the rate this one's did.

@@ -1,6 +1,6 @@
 """How long would this channel take to come back right now? The recovery-time model of seed 003.
 
-Seed 003 (adaptive checkpointing, §2.3.3 "节点故障恢复" and §3.2 "恢复时间保障") splits a node's
+Seed 003 (adaptive checkpointing, §2.3.3 节点故障恢复 and its 恢复时间保障) splits a node's
 recovery into reading the newest checkpoint back (处理状态恢复) and replaying what the upstream
 kept since (上游数据重演). A channel of esp comes back the same way, in three measured parts:
 
