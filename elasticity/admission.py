@@ -1,0 +1,165 @@
+"""Admission control with high/low watermarks: Heron's spout backpressure (seed 004) for micro-batches.
+
+Heron (seed 004, "Topology Back Pressure", the spout backpressure it implemented) stops reading
+from the spouts when a receive buffer passes a high watermark and resumes only once it has
+drained below a low watermark, "to keep the system from oscillating"; its instances also shrink
+their queues by halves while they stay too full and grow them back when they empty. In a
+Kafka-fed micro-batch stream the data waits safely in Kafka, and what overload breaks is the
+batch: a backlog becomes one huge batch, and a rescale, possible only at a batch boundary, waits
+for it. So the "spout" here is how many records the next batch admits (Spark's
+`maxOffsetsPerTrigger`), and the buffer level is the last batch's duration:
+
+- above the **high watermark**, an uncapped stream is capped at the records that, at the rate
+  the batch just achieved, fit the high watermark; a capped one has its cap lowered
+  multiplicatively (from the cap or, if less, what was admitted) while batches stay above it;
+- below the **low watermark**, the cap is raised multiplicatively while it still binds (the
+  batch admitted the whole cap: Kafka holds more), and lifted once it no longer binds (the
+  backlog has drained);
+- between the two, the cap holds: hysteresis, no oscillation.
+
+Nothing is dropped or reordered: the records above the cap stay in Kafka for later batches. The
+decision reports the admitted rate apart from the cap and passes the Kafka lag through, so a
+scaling controller still sees the input the stream is not keeping up with ("lag still says scale
+out"). `AdmissionController.decide(state, outcome)` is pure; `AdmissionState` round-trips
+through JSON so a driver restart keeps the cap.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+AdmissionRule = Literal["cap", "lower", "raise", "lift", "hold", "uncapped", "no_rate"]
+
+
+class AdmissionOptions(BaseModel):
+    """Watermarks and factors of the admission controller."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    high_watermark_s: float = Field(5.0, gt=0, description="A batch longer than this caps (or lowers) admission.")
+    low_watermark_s: float = Field(2.0, gt=0, description="Only a batch shorter than this raises or lifts the cap.")
+    decrease_factor: float = Field(
+        0.7, gt=0, lt=1, description="The cap is multiplied by this after each batch above the high watermark."
+    )
+    increase_factor: float = Field(
+        1.5, gt=1, description="The cap is multiplied by this after each batch below the low watermark that it bound."
+    )
+    min_cap_records: int = Field(100, ge=1, description="The cap never goes below this many records per batch.")
+
+    @model_validator(mode="after")
+    def _watermarks(self) -> AdmissionOptions:
+        if self.low_watermark_s >= self.high_watermark_s:
+            raise ValueError(
+                f"low_watermark_s ({self.low_watermark_s}) must be below high_watermark_s ({self.high_watermark_s})"
+            )
+        if self.low_watermark_s * self.increase_factor > self.high_watermark_s:
+            # A batch's duration grows at most in proportion to its records (its fixed cost does
+            # not grow), so one raise from below the low watermark then stays below the high one.
+            raise ValueError(
+                f"increase_factor × low_watermark_s ({self.increase_factor * self.low_watermark_s:g} s) must not "
+                f"exceed high_watermark_s ({self.high_watermark_s} s): one raise could then overshoot (oscillation)"
+            )
+        return self
+
+
+class BatchOutcome(BaseModel):
+    """What the stream reports after a batch: how long it took and what it admitted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_id: int = Field(ge=0, description="The finished micro-batch.")
+    duration_s: float = Field(ge=0, description="Wall time of the batch.")
+    admitted_records: int = Field(ge=0, description="Input records the batch admitted.")
+    backlog_records: int | None = Field(
+        None, ge=0, description="Kafka lag after the batch, passed through (None: not measured)."
+    )
+
+
+class AdmissionState(BaseModel):
+    """What the controller remembers between batches; JSON round-trips exactly."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cap_records: int | None = Field(None, ge=1, description="Records the next batch may admit (None: uncapped).")
+    cap_changes: int = Field(0, ge=0, description="How many decisions changed the cap so far.")
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> AdmissionState:
+        return cls.model_validate_json(text)
+
+
+class AdmissionDecision(BaseModel):
+    """The cap for the next batch, next to the rate actually admitted and the lag."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch_id: int = Field(description="The batch the decision follows.")
+    cap_records: int | None = Field(description="Records the next batch may admit (None: uncapped).")
+    previous_cap_records: int | None = Field(description="The cap the finished batch ran under.")
+    rule: AdmissionRule = Field(description="The rule that decided.")
+    reason: str = Field(description="One sentence: the numbers and the rule.")
+    duration_s: float = Field(description="The finished batch's duration.")
+    admitted_rps: float = Field(description="Records admitted per second of the finished batch.")
+    backlog_records: int | None = Field(description="Kafka lag after the batch: what the cap holds back, and more.")
+
+    @property
+    def changed(self) -> bool:
+        return self.cap_records != self.previous_cap_records
+
+
+class AdmissionController:
+    """Decides the next batch's cap. Stateless itself: all memory is in the `AdmissionState`."""
+
+    def __init__(self, options: AdmissionOptions | None = None) -> None:
+        self.options = options or AdmissionOptions()
+
+    def decide(self, state: AdmissionState, outcome: BatchOutcome) -> tuple[AdmissionState, AdmissionDecision]:
+        cap, rule, reason = self._rule(state.cap_records, outcome)
+        admitted_rps = outcome.admitted_records / outcome.duration_s if outcome.duration_s > 0 else 0.0
+        decision = AdmissionDecision(
+            batch_id=outcome.batch_id,
+            cap_records=cap,
+            previous_cap_records=state.cap_records,
+            rule=rule,
+            reason=reason,
+            duration_s=outcome.duration_s,
+            admitted_rps=admitted_rps,
+            backlog_records=outcome.backlog_records,
+        )
+        if decision.changed:
+            state = AdmissionState(cap_records=cap, cap_changes=state.cap_changes + 1)
+        return state, decision
+
+    def _rule(self, cap: int | None, outcome: BatchOutcome) -> tuple[int | None, AdmissionRule, str]:
+        opts = self.options
+        took, admitted = outcome.duration_s, outcome.admitted_records
+        shown = "uncapped" if cap is None else f"{cap} records"
+        if took > opts.high_watermark_s:
+            above = f"batch took {took:.1f} s > high watermark {opts.high_watermark_s:g} s"
+            if admitted == 0:
+                return cap, "no_rate", f"{above} but admitted nothing: no rate to fit, cap held ({shown})"
+            if cap is None:
+                fitted = max(opts.min_cap_records, math.floor(admitted * opts.high_watermark_s / took))
+                return (
+                    fitted,
+                    "cap",
+                    (f"{above}: capped at {fitted} records ({admitted / took:.0f} records/s fits the high watermark)"),
+                )
+            lowered = max(opts.min_cap_records, math.floor(min(cap, admitted) * opts.decrease_factor))
+            return lowered, "lower", f"{above}: cap lowered {cap} → {lowered} records"
+        if took < opts.low_watermark_s:
+            below = f"batch took {took:.1f} s < low watermark {opts.low_watermark_s:g} s"
+            if cap is None:
+                return None, "uncapped", f"{below}: uncapped"
+            if admitted < cap:
+                return None, "lift", f"{below} and admitted {admitted} < cap {cap} (backlog drained): cap lifted"
+            raised = math.ceil(cap * opts.increase_factor)
+            return raised, "raise", f"{below} and the cap bound: cap raised {cap} → {raised} records"
+        band = f"{opts.low_watermark_s:g}–{opts.high_watermark_s:g} s"
+        return cap, "hold", f"batch took {took:.1f} s, between the watermarks ({band}): held ({shown})"

@@ -1,0 +1,223 @@
+"""Admission control with high/low watermarks (seed 004) on hand-computed batches and a simulated queue."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from elasticity.admission import (
+    AdmissionController,
+    AdmissionDecision,
+    AdmissionOptions,
+    AdmissionState,
+    BatchOutcome,
+)
+
+OPTIONS = AdmissionOptions(
+    high_watermark_s=5.0, low_watermark_s=2.0, decrease_factor=0.7, increase_factor=1.5, min_cap_records=100
+)
+
+
+def _decide(cap: int | None, duration_s: float, admitted: int) -> AdmissionDecision:
+    state = AdmissionState(cap_records=cap)
+    return AdmissionController(OPTIONS).decide(
+        state, BatchOutcome(batch_id=7, duration_s=duration_s, admitted_records=admitted)
+    )[1]
+
+
+# ---- one decision at a time ------------------------------------------------------------------
+def test_the_first_cap_is_the_rate_that_fits_the_high_watermark():
+    decision = _decide(None, 8.0, 16_000)
+    # 16000 records in 8 s is 2000 records/s; 5 s of it is 10000.
+    assert (decision.cap_records, decision.rule, decision.changed) == (10_000, "cap", True)
+    assert (
+        decision.reason
+        == "batch took 8.0 s > high watermark 5 s: capped at 10000 records (2000 records/s fits the high watermark)"
+    )
+
+
+def test_above_the_high_watermark_the_cap_falls_multiplicatively_from_what_bound():
+    assert _decide(10_000, 6.0, 10_000).cap_records == 7_000
+    # A slow batch that admitted less than its cap is lowered from what it admitted.
+    assert _decide(10_000, 6.0, 4_000).cap_records == 2_800
+    assert _decide(120, 9.0, 120).cap_records == OPTIONS.min_cap_records
+    assert _decide(None, 50.0, 10).cap_records == OPTIONS.min_cap_records
+
+
+def test_a_slow_batch_that_admitted_nothing_holds_the_cap():
+    decision = _decide(None, 9.0, 0)
+    assert (decision.cap_records, decision.rule) == (None, "no_rate")
+
+
+def test_below_the_low_watermark_a_binding_cap_rises_and_a_loose_one_is_lifted():
+    raised = _decide(1_000, 1.0, 1_000)
+    assert (raised.cap_records, raised.rule) == (1_500, "raise")
+    lifted = _decide(1_000, 1.0, 400)
+    assert (lifted.cap_records, lifted.rule) == (None, "lift")
+    assert _decide(None, 1.0, 400).rule == "uncapped"
+
+
+@pytest.mark.parametrize("duration_s", [2.0, 3.5, 5.0])
+def test_between_the_watermarks_the_cap_holds(duration_s):
+    for cap, admitted in [(1_000, 1_000), (1_000, 10), (None, 5_000)]:
+        decision = _decide(cap, duration_s, admitted)
+        assert (decision.cap_records, decision.rule, decision.changed) == (cap, "hold", False)
+
+
+def test_the_admitted_rate_and_the_lag_are_reported_apart_from_the_cap():
+    state, decision = AdmissionController(OPTIONS).decide(
+        AdmissionState(cap_records=3_000),
+        BatchOutcome(batch_id=3, duration_s=4.0, admitted_records=3_000, backlog_records=250_000),
+    )
+    assert (decision.cap_records, decision.admitted_rps, decision.backlog_records) == (3_000, 750.0, 250_000)
+    assert state.cap_changes == 0
+
+
+# ---- options and state -----------------------------------------------------------------------
+@pytest.mark.parametrize("low, high", [(5.0, 5.0), (6.0, 5.0)])
+def test_the_low_watermark_must_be_below_the_high_one(low, high):
+    with pytest.raises(ValidationError, match="must be below high_watermark_s"):
+        AdmissionOptions(low_watermark_s=low, high_watermark_s=high)
+
+
+def test_a_raise_that_could_overshoot_the_high_watermark_is_rejected():
+    with pytest.raises(ValidationError, match="overshoot"):
+        AdmissionOptions(low_watermark_s=4.0, high_watermark_s=5.0, increase_factor=1.5)
+
+
+@pytest.mark.parametrize("field, value", [("decrease_factor", 1.0), ("increase_factor", 1.0), ("min_cap_records", 0)])
+def test_factors_and_the_min_cap_are_bounded(field, value):
+    with pytest.raises(ValidationError):
+        AdmissionOptions(**{field: value})
+
+
+def test_the_defaults_are_valid_and_documented():
+    for name, field in AdmissionOptions.model_fields.items():
+        assert field.description, name
+    assert AdmissionOptions().low_watermark_s < AdmissionOptions().high_watermark_s
+
+
+def test_state_round_trips_through_json_and_a_restarted_driver_decides_the_same():
+    controller = AdmissionController(OPTIONS)
+    outcomes = [
+        BatchOutcome(batch_id=i, duration_s=d, admitted_records=a)
+        for i, (d, a) in enumerate([(1.0, 500), (7.0, 9_000), (5.5, 6_000), (3.0, 4_200), (1.0, 4_200), (1.0, 100)])
+    ]
+    state = AdmissionState()
+    straight = []
+    for outcome in outcomes:
+        state, decision = controller.decide(state, outcome)
+        straight.append(decision)
+        state = AdmissionState.from_json(state.to_json())  # a driver restart after every batch
+    assert [d.rule for d in straight] == ["uncapped", "cap", "lower", "hold", "raise", "lift"]
+    # 9000 records in 7 s fit 5 s as 6428; lowered from the 6000 admitted: 4200; raised: 6300.
+    assert [d.cap_records for d in straight] == [None, 6_428, 4_200, 4_200, 6_300, None]
+    assert state == AdmissionState(cap_records=None, cap_changes=4)
+
+
+# ---- a step from 0.5x to 5x of capacity on a simulated queue -----------------------------------
+@dataclass(frozen=True)
+class SimulatedBatch:
+    duration_s: float
+    admitted: int
+    cap: int | None
+    decision: AdmissionDecision | None
+
+
+def simulate(
+    load_rps: list[float], capacity_rps: list[float], controller: AdmissionController | None, fixed_s: float = 0.3
+) -> list[SimulatedBatch]:
+    """A micro-batch stream over Kafka: each batch admits what has arrived (up to the cap) and takes
+    records / capacity + a fixed cost; the next starts after the trigger (1 s) or when it ends."""
+    state, backlog, batches = AdmissionState(), load_rps[0], []
+    for i, (load, capacity) in enumerate(zip(load_rps, capacity_rps)):
+        admitted = int(backlog) if state.cap_records is None else min(int(backlog), state.cap_records)
+        duration = admitted / capacity + fixed_s
+        backlog += load * max(1.0, duration) - admitted
+        decision = None
+        cap = state.cap_records
+        if controller is not None:
+            outcome = BatchOutcome(
+                batch_id=i, duration_s=duration, admitted_records=admitted, backlog_records=int(backlog)
+            )
+            state, decision = controller.decide(state, outcome)
+        batches.append(SimulatedBatch(duration, admitted, cap, decision))
+    return batches
+
+
+CAPACITY = 1_000.0
+STEP = [0.5 * CAPACITY] * 20 + [5 * CAPACITY] * 40 + [0.5 * CAPACITY] * 800
+OVERLOAD = range(20, 60)
+
+
+def test_after_the_first_capped_batch_every_batch_stays_within_1_2_high_watermarks():
+    controlled = simulate(STEP, [CAPACITY] * len(STEP), AdmissionController(OPTIONS))
+    first_capped = next(i for i, b in enumerate(controlled) if b.cap is not None)
+    # Batch 20 admits what arrived during batch 19; batch 21 the first second of 5x, 5000 records in 5.3 s.
+    assert first_capped == 22
+    assert controlled[21].decision is not None and controlled[21].decision.rule == "cap"
+    assert max(b.duration_s for b in controlled[first_capped + 1 :]) <= 1.2 * OPTIONS.high_watermark_s
+    uncontrolled = simulate(STEP, [CAPACITY] * len(STEP), None)
+    # Without admission the backlog becomes one huge batch after another.
+    assert max(b.duration_s for b in uncontrolled) > 10 * OPTIONS.high_watermark_s
+
+
+def test_in_the_steady_overload_the_cap_never_changes_even_with_a_noisy_capacity():
+    noisy = [CAPACITY * (1 + 0.1 * math.sin(i)) for i in range(len(STEP))]
+    batches = simulate(STEP, noisy, AdmissionController(OPTIONS))
+    steady = batches[OVERLOAD.start + 5 : OVERLOAD.stop]
+    assert all(OPTIONS.low_watermark_s <= b.duration_s <= OPTIONS.high_watermark_s for b in steady)
+    assert len({b.duration_s for b in steady}) > 10  # the durations do move within the band
+    assert sum(b.decision is not None and b.decision.changed for b in steady) == 0
+
+
+def test_the_cap_is_lifted_once_the_load_falls_and_the_backlog_drains():
+    batches = simulate(STEP, [CAPACITY] * len(STEP), AdmissionController(OPTIONS))
+    lifted = [i for i, b in enumerate(batches) if b.decision is not None and b.decision.rule == "lift"]
+    assert len(lifted) == 1 and lifted[0] > OVERLOAD.stop
+    after = batches[lifted[0] + 1 :]
+    assert after and all(b.cap is None and b.duration_s < OPTIONS.low_watermark_s for b in after[1:])
+    # While capped, the lag reported beside the cap kept saying the stream is behind.
+    capped_lags = [b.decision.backlog_records for b in batches[OVERLOAD.start + 2 : OVERLOAD.stop] if b.decision]
+    assert capped_lags == sorted(capped_lags) and capped_lags[-1] > capped_lags[0]
+
+
+def test_added_capacity_raises_a_binding_cap_back_into_the_band():
+    load = [5 * CAPACITY] * 60
+    capacity = [CAPACITY] * 20 + [3 * CAPACITY] * 40  # a scale-out at batch 20
+    batches = simulate(load, capacity, AdmissionController(OPTIONS))
+    rules = [b.decision.rule for b in batches[20:] if b.decision]
+    assert "raise" in rules and "lower" not in rules[rules.index("raise") :]
+    assert OPTIONS.low_watermark_s <= batches[-1].duration_s <= OPTIONS.high_watermark_s
+    assert batches[-1].cap is not None and batches[-1].cap > batches[19].cap
+
+
+# ---- properties ------------------------------------------------------------------------------
+outcomes = st.lists(st.tuples(st.floats(0.0, 60.0), st.integers(0, 10**7)), min_size=1, max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(series=outcomes, min_cap=st.integers(1, 10_000))
+def test_the_cap_is_never_below_min_cap_and_moves_only_outside_the_watermarks(series, min_cap):
+    controller = AdmissionController(OPTIONS.model_copy(update={"min_cap_records": min_cap}))
+    state = AdmissionState()
+    for i, (duration_s, admitted) in enumerate(series):
+        before = state.cap_records
+        state, decision = controller.decide(
+            state, BatchOutcome(batch_id=i, duration_s=duration_s, admitted_records=admitted)
+        )
+        after = state.cap_records
+        assert after is None or after >= min_cap
+        if OPTIONS.low_watermark_s <= duration_s <= OPTIONS.high_watermark_s:
+            assert after == before
+        elif duration_s > OPTIONS.high_watermark_s:
+            assert after is not None or admitted == 0
+            assert before is None or after is None or after <= before
+        else:
+            assert before is None or after is None or after > before
+            assert before is not None or after is None
