@@ -9,7 +9,7 @@ from dagster_pyspark import PySparkResource
 from pydantic import Field, PrivateAttr, field_validator
 
 from orchestration.launchpad_spark import allowed_master, allowed_spark_conf
-from pipelines.settings import EspSettings
+from pipelines.settings import EspSettings, KafkaConnection
 
 
 class EspSettingsResource(ConfigurableResource):
@@ -67,10 +67,15 @@ class EspSparkResource(PySparkResource):
 
 
 class KafkaResource(ConfigurableResource):
-    """The Kafka cluster the streams read and write."""
+    """The Kafka cluster the streams read and write.
+
+    SASL/TLS settings come from the settings file when a run asks for the connection, never from
+    resource config: the UI shows resource config, and a password must not appear there.
+    """
 
     bootstrap_servers: str | None = Field(None, description="host:port list; default: the settings' local broker.")
     settings: EspSettingsResource = Field(default_factory=EspSettingsResource, description="esp settings.")
 
-    def bootstrap(self) -> str:
-        return self.bootstrap_servers or self.settings.load().kafka.bootstrap_servers
+    def connection(self) -> KafkaConnection:
+        kafka = self.settings.load().kafka
+        return KafkaConnection(self.bootstrap_servers or kafka.bootstrap_servers, kafka.security)
