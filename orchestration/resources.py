@@ -78,4 +78,12 @@ class KafkaResource(ConfigurableResource):
 
     def connection(self) -> KafkaConnection:
         kafka = self.settings.load().kafka
-        return KafkaConnection(self.bootstrap_servers or kafka.bootstrap_servers, kafka.security)
+        override = self.bootstrap_servers
+        # The launchpad can set bootstrap_servers: it must not send the settings' login elsewhere.
+        if override and override != kafka.bootstrap_servers and kafka.security.uses_sasl:
+            raise ValueError(
+                f"the kafka resource's bootstrap_servers {override!r} differs from the settings' "
+                f"{kafka.bootstrap_servers!r}, and SASL credentials are configured: set kafka.host and "
+                "kafka.client_port in the settings file instead"
+            )
+        return KafkaConnection(override or kafka.bootstrap_servers, kafka.security)

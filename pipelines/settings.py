@@ -253,6 +253,11 @@ class EspSettings(_Secretive):
     def jars_dir(self) -> Path:
         return self.project_root / self.jars_dir_name
 
+    def to_file_data(self) -> dict:
+        """The settings as a mapping `load` reads back, passwords included (`model_dump_json`
+        masks them): for the settings file of a child process, which must be kept private."""
+        return json.loads(json.dumps(self.model_dump(), default=_reveal))
+
     @classmethod
     def load(cls, path: Path | None = None, **overrides: object) -> EspSettings:
         """Settings from an optional YAML or JSON file, then keyword overrides."""
@@ -265,6 +270,10 @@ class EspSettings(_Secretive):
         except ValidationError as err:
             where = f" in {path}" if path else ""
             raise SettingsError(f"invalid esp settings{where}: {err}") from err
+
+
+def _reveal(value: object) -> str:
+    return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
 
 
 def _read_settings_file(path: Path) -> dict:

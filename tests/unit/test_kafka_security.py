@@ -131,3 +131,10 @@ def test_yaml_example_of_the_readme_loads(tmp_path):
     kafka: KafkaSettings = EspSettings.load(path).kafka
     assert kafka.security.uses_sasl and kafka.sasl_listener is not None
     assert kafka.sasl_listener.internal_port == 9094
+
+
+def test_file_data_keeps_the_passwords_a_child_process_needs(tmp_path):
+    settings = _load(tmp_path, {"security": SASL, "sasl_listener": {"users": {"esp": PASSWORD}}})
+    path = tmp_path / "child.json"
+    path.write_text(json.dumps(settings.to_file_data()))
+    assert EspSettings.load(path) == settings
