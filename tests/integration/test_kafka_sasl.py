@@ -40,6 +40,7 @@ def sasl_kafka(esp_settings, tmp_path):
     )
     broker = KafkaBroker(kafka, tmp_path / "run", jvm_layout(esp_settings))
     broker.up()
+    assert broker.paths.config_file.stat().st_mode & 0o777 == 0o600, "the broker's passwords are readable by others"
     yield kafka
     broker.down()
 
@@ -73,7 +74,8 @@ def test_every_esp_client_goes_through_sasl(sasl_kafka, tmp_path):
     assert _refused(KafkaConnection(sasl_kafka.bootstrap_servers, wrong)), "a wrong password was accepted"
 
     assert ensure_topics(connection, [TopicSpec(name="words", partitions=2)]) == ["words"]
-    load = LoadSpec(topic="words", kind="words", vocabulary=40, words_per_line=3, processes=1, seed=7)
+    # Two spawned producer processes: the login crosses into them with the job.
+    load = LoadSpec(topic="words", kind="words", vocabulary=40, words_per_line=3, processes=2, seed=7)
     assert preload(load, connection, records=2_000).records_sent == 2_000
     produce(connection, "words", ["sasl sasl", ""])  # the empty line is dead-lettered
 
