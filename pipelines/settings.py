@@ -178,6 +178,8 @@ class KafkaSaslListener(_Secretive):
             if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
                 raise ValueError(f"kafka.sasl_listener user name {name!r} may only hold letters, digits, . _ -")
             _check_quotable(f"password of kafka.sasl_listener user {name!r}", password.get_secret_value())
+            if not password.get_secret_value().isascii():  # Java reads server.properties as ISO-8859-1
+                raise ValueError(f"password of kafka.sasl_listener user {name!r} must be ASCII")
         return users
 
 

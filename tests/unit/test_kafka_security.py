@@ -106,6 +106,7 @@ def test_tls_renders_pem_files_for_both_clients():
         ({"security": SASL, "sasl_listener": {"users": {}}}, "users"),
         ({"security": SASL, "sasl_listener": {"users": {"a b": PASSWORD}}}, "user name 'a b' may only hold"),
         ({"security": SASL, "sasl_listener": {"users": {"esp": PASSWORD + "\n"}}}, "password of kafka.sasl_listener"),
+        ({"security": SASL, "sasl_listener": {"users": {"esp": PASSWORD + "é"}}}, "'esp' must be ASCII"),
     ],
 )
 def test_bad_sasl_listener_is_named(tmp_path, kafka, message):
