@@ -44,6 +44,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from orchestration.cli.common import ConfigOption, friendly_errors
+from pipelines.settings import KafkaConnection
 
 
 @dataclass
@@ -78,10 +79,11 @@ class ControlLog:
 
 def _derived_settings(settings, folder: Path, slots: int) -> Path:
     """A settings file for the stream process: the same broker, Spark with a slot per channel."""
-    data = json.loads(settings.model_dump_json())
+    data = settings.to_file_data()
     data["spark"]["master"] = f"local[{slots}]"
     data["spark"]["ui_enabled"] = False
     path = folder / "esp-stream.json"
+    path.touch(mode=0o600)  # it may hold the Kafka password
     path.write_text(json.dumps(data))
     return path
 
@@ -177,7 +179,7 @@ def _control_loop(spec, policy, stop: threading.Event, started: float, log: Cont
             log.results.append({"time_s": round(at, 2), **answer})
 
 
-def _load(spec_kwargs: dict[str, Any], bootstrap: str, on_progress=None):
+def _load(spec_kwargs: dict[str, Any], bootstrap: KafkaConnection | str, on_progress=None):
     from pipelines.load import LoadSpec, run_load
 
     return run_load(LoadSpec(**spec_kwargs), bootstrap, on_progress=on_progress)
@@ -225,7 +227,7 @@ def _static_candidates(options: BenchOptions) -> list[int]:
     return list(range(min(saturated, options.max_channels), options.max_channels + 1))
 
 
-def _static_segment(spec, options: BenchOptions, channels: int, bootstrap: str) -> dict[str, Any]:
+def _static_segment(spec, options: BenchOptions, channels: int, bootstrap: KafkaConnection | str) -> dict[str, Any]:
     """Rescale to `channels`, hold the peak, and measure SLO attainment after a settling third."""
     from orchestration.elasticity.realizer import rescale_online
     from pipelines.streams.control import RescaleTarget
@@ -341,11 +343,12 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
     tag = uuid.uuid4().hex[:6]
     folder = settings.run_dir / "bench" / f"elasticity-{tag}"
     folder.mkdir(parents=True, exist_ok=True)
-    bootstrap = settings.kafka.bootstrap_servers
+    bootstrap = settings.kafka.connection
     spec = StreamSpec(
         name=f"bench_el_{tag}",
         input_topic=f"bench-elastic-{tag}",
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        kafka_security=settings.kafka.security,
         root=str(folder / "stream"),
         channels=options.initial_channels,
         service_ms_per_record=options.service_ms,

@@ -9,7 +9,7 @@ from dagster_pyspark import PySparkResource
 from pydantic import Field, PrivateAttr, field_validator
 
 from orchestration.launchpad_spark import allowed_master, allowed_spark_conf
-from pipelines.settings import EspSettings
+from pipelines.settings import EspSettings, KafkaConnection
 
 
 class EspSettingsResource(ConfigurableResource):
@@ -67,10 +67,23 @@ class EspSparkResource(PySparkResource):
 
 
 class KafkaResource(ConfigurableResource):
-    """The Kafka cluster the streams read and write."""
+    """The Kafka cluster the streams read and write.
+
+    SASL/TLS settings come from the settings file when a run asks for the connection, never from
+    resource config: the UI shows resource config, and a password must not appear there.
+    """
 
     bootstrap_servers: str | None = Field(None, description="host:port list; default: the settings' local broker.")
     settings: EspSettingsResource = Field(default_factory=EspSettingsResource, description="esp settings.")
 
-    def bootstrap(self) -> str:
-        return self.bootstrap_servers or self.settings.load().kafka.bootstrap_servers
+    def connection(self) -> KafkaConnection:
+        kafka = self.settings.load().kafka
+        override = self.bootstrap_servers
+        # The launchpad can set bootstrap_servers: it must not send the settings' login elsewhere.
+        if override and override != kafka.bootstrap_servers and kafka.security.uses_sasl:
+            raise ValueError(
+                f"the kafka resource's bootstrap_servers {override!r} differs from the settings' "
+                f"{kafka.bootstrap_servers!r}, and SASL credentials are configured: set kafka.host and "
+                "kafka.client_port in the settings file instead"
+            )
+        return KafkaConnection(override or kafka.bootstrap_servers, kafka.security)

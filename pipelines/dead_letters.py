@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from pipelines.kafka_io import source_position, write_batch
+from pipelines.settings import KafkaConnection
 
 REJECT = "reject_reason"
 MAX_VALUE_BYTES = 1_000_000
@@ -101,7 +102,7 @@ def rejected_count(observation: Observation, rejected: DataFrame) -> int:
     return rejected.count()
 
 
-def write_dead_letters(rejected: DataFrame, bootstrap: str, topic: str, batch_id: int) -> None:
+def write_dead_letters(rejected: DataFrame, bootstrap: KafkaConnection | str, topic: str, batch_id: int) -> None:
     """Publish rejected records as JSON to the dead-letter topic."""
     payload = F.to_json(
         F.struct(

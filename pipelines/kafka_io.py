@@ -1,9 +1,14 @@
-"""Spark's native Kafka source and sink, configured one way for every esp job."""
+"""Spark's native Kafka source and sink, configured one way for every esp job.
+
+Each takes a KafkaConnection (address + SASL/TLS settings) or a bare address, which means PLAINTEXT.
+"""
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from pipelines.settings import KafkaConnection, kafka_connection
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
@@ -13,12 +18,12 @@ FETCH_MAX_WAIT_MS = "10"
 
 
 def read_stream(
-    spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None = None
+    spark: SparkSession, bootstrap: KafkaConnection | str, topic: str, max_offsets_per_trigger: int | None = None
 ) -> DataFrame:
     """A streaming DataFrame over one topic, from the earliest offset on first start."""
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**kafka_connection(bootstrap).spark_options())
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("failOnDataLoss", "true")
@@ -29,11 +34,11 @@ def read_stream(
     return reader.load().select(*KAFKA_COLUMNS)
 
 
-def read_batch(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+def read_batch(spark: SparkSession, bootstrap: KafkaConnection | str, topic: str) -> DataFrame:
     """Everything currently in a topic, as a batch DataFrame (for oracles and backfills)."""
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**kafka_connection(bootstrap).spark_options())
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
@@ -43,12 +48,12 @@ def read_batch(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
     )
 
 
-def write_batch(df: DataFrame, bootstrap: str, topic: str, key: Column, value: Column) -> None:
+def write_batch(df: DataFrame, bootstrap: KafkaConnection | str, topic: str, key: Column, value: Column) -> None:
     """Write a batch DataFrame to a topic (at-least-once: a replayed batch writes again)."""
     (
         df.select(key.cast("binary").alias("key"), value.cast("binary").alias("value"))
         .write.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**kafka_connection(bootstrap).spark_options())
         .option("topic", topic)
         .save()
     )

@@ -11,6 +11,8 @@ from contextlib import contextmanager
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.settings import KafkaConnection, kafka_connection
+
 
 class KafkaUnavailableError(ConnectionError):
     """No broker answered at the bootstrap address."""
@@ -36,14 +38,14 @@ class TopicSpec(BaseModel):
 
 
 @contextmanager
-def admin_client(bootstrap_servers: str, timeout_s: float = 10.0) -> Iterator[KafkaAdminClient]:  # noqa: F821
+def admin_client(bootstrap_servers: KafkaConnection | str, timeout_s: float = 10.0) -> Iterator[KafkaAdminClient]:  # noqa: F821
     """A kafka-python admin client, or KafkaUnavailableError naming the address."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
     try:
         admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap_servers,
+            **kafka_connection(bootstrap_servers).client_kwargs(),
             request_timeout_ms=int(timeout_s * 1000),
             bootstrap_timeout_ms=int(timeout_s * 1000),
         )
@@ -58,14 +60,14 @@ def admin_client(bootstrap_servers: str, timeout_s: float = 10.0) -> Iterator[Ka
         admin.close()
 
 
-def topic_partition_counts(bootstrap_servers: str) -> dict[str, int]:
+def topic_partition_counts(bootstrap_servers: KafkaConnection | str) -> dict[str, int]:
     """Every topic on the broker with its partition count."""
     with admin_client(bootstrap_servers) as admin:
         described = admin.describe_topics()
     return {t["name"]: len(t["partitions"]) for t in described if not t["is_internal"]}
 
 
-def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec]) -> list[str]:
+def ensure_topics(bootstrap_servers: KafkaConnection | str, specs: list[TopicSpec]) -> list[str]:
     """Create the topics that do not exist yet; returns the names created.
 
     An existing topic with the same partition count is fine; a different count is an error,
@@ -89,7 +91,7 @@ def ensure_topics(bootstrap_servers: str, specs: list[TopicSpec]) -> list[str]:
     return [s.name for s in missing]
 
 
-def require_topics(bootstrap_servers: str, names: list[str]) -> dict[str, int]:
+def require_topics(bootstrap_servers: KafkaConnection | str, names: list[str]) -> dict[str, int]:
     """Partition counts of the named topics, or UnknownTopicError listing the missing ones."""
     existing = topic_partition_counts(bootstrap_servers)
     missing = sorted(set(names) - set(existing))
@@ -100,11 +102,11 @@ def require_topics(bootstrap_servers: str, names: list[str]) -> dict[str, int]:
     return {n: existing[n] for n in names}
 
 
-def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
+def end_offsets(bootstrap_servers: KafkaConnection | str, topic: str) -> dict[int, int]:
     """The broker's end offset of every partition of a topic (UnknownTopicError if none)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
+    consumer = KafkaConsumer(**kafka_connection(bootstrap_servers).client_kwargs())
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not partitions:

@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from pipelines import kafka_io
 from pipelines.jobs.wordcount import native_counts
+from pipelines.settings import KafkaConnection
 from pipelines.streams.names import checkpoint_path, results_table_path
 
 
@@ -33,7 +34,7 @@ class NativeSpec:
 
     name: str
     input_topic: str
-    bootstrap_servers: str
+    bootstrap_servers: KafkaConnection | str
     root: str
     partitions: int = 4
     trigger_seconds: float = 1.0

@@ -7,9 +7,12 @@ imported; `EspSettings.load` reads an optional YAML/JSON file when it is called.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 
 class SettingsError(ValueError):
@@ -20,7 +23,167 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class KafkaSettings(_Strict):
+SecurityProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+# Java's JAAS login modules of the Kafka client, one per SASL mechanism.
+_LOGIN_MODULES: dict[str, str] = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+# Quoted JAAS values end at '"'; a backslash escapes. Refusing both (and control characters)
+# keeps a credential from ending its quoted value early and injecting JAAS or properties text.
+_UNQUOTABLE = re.compile(r'["\\\x00-\x1f\x7f]')
+
+
+def _check_quotable(what: str, value: str) -> None:
+    if _UNQUOTABLE.search(value):
+        raise ValueError(f"{what} must not contain a double quote, a backslash or control characters")
+
+
+class _Secretive(_Strict):
+    # A rejected value may be a password: validation errors must not echo their input.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+class KafkaClientSecurity(_Secretive):
+    """How esp's Kafka clients authenticate and encrypt: PLAINTEXT (the default), SASL and/or TLS.
+
+    `client_kwargs` renders it for kafka-python, `spark_options` for Spark's Kafka source and
+    sink. The password is a SecretStr: repr, str and logs show `**********`.
+    """
+
+    protocol: SecurityProtocol = Field("PLAINTEXT", description="Kafka security.protocol of every esp client.")
+    sasl_mechanism: SaslMechanism | None = Field(None, description="SASL mechanism (SASL_* protocols only).")
+    sasl_username: str | None = Field(None, min_length=1, description="SASL user name (SASL_* protocols only).")
+    sasl_password: SecretStr | None = Field(None, description="SASL password; never printed or logged.")
+    ssl_cafile: Path | None = Field(None, description="PEM file of the CA(s) that signed the broker's certificate.")
+    ssl_certfile: Path | None = Field(
+        None, description="PEM file with the client certificate chain and its PKCS#8 private key (mutual TLS)."
+    )
+
+    @field_validator("sasl_username")
+    @classmethod
+    def _username_quotable(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_quotable("kafka.security.sasl_username", value)
+        return value
+
+    @field_validator("sasl_password")
+    @classmethod
+    def _password_quotable(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            _check_quotable("kafka.security.sasl_password", value.get_secret_value())
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaClientSecurity:
+        sasl_fields = {"sasl_mechanism": self.sasl_mechanism, "sasl_username": self.sasl_username}
+        sasl_fields["sasl_password"] = self.sasl_password
+        if self.uses_sasl:
+            missing = [name for name, value in sasl_fields.items() if value is None]
+            if missing:
+                raise ValueError(f"kafka.security.protocol {self.protocol} needs {', '.join(missing)}")
+        elif given := [name for name, value in sasl_fields.items() if value is not None]:
+            raise ValueError(f"{', '.join(given)} set but kafka.security.protocol {self.protocol} does not use SASL")
+        if not self.uses_ssl and (self.ssl_cafile or self.ssl_certfile):
+            raise ValueError(f"ssl_cafile/ssl_certfile set but kafka.security.protocol {self.protocol} is not TLS")
+        return self
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.protocol.endswith("SSL")
+
+    def client_kwargs(self) -> dict[str, object]:
+        """Keyword arguments for kafka-python's KafkaProducer/KafkaConsumer/KafkaAdminClient."""
+        kwargs: dict[str, object] = {"security_protocol": self.protocol}
+        if self.uses_sasl:
+            assert self.sasl_password is not None  # checked by _consistent
+            kwargs |= {
+                "sasl_mechanism": self.sasl_mechanism,
+                "sasl_plain_username": self.sasl_username,
+                "sasl_plain_password": self.sasl_password.get_secret_value(),
+            }
+        if self.ssl_cafile:
+            kwargs["ssl_cafile"] = str(self.ssl_cafile)
+        if self.ssl_certfile:
+            kwargs["ssl_certfile"] = str(self.ssl_certfile)
+        return kwargs
+
+    def spark_options(self) -> dict[str, str]:
+        """`kafka.*` options for Spark's Kafka source and sink (Kafka clients 4.x, PEM files)."""
+        options = {"kafka.security.protocol": self.protocol}
+        if self.uses_sasl:
+            assert self.sasl_mechanism is not None and self.sasl_password is not None  # checked by _consistent
+            options["kafka.sasl.mechanism"] = self.sasl_mechanism
+            options["kafka.sasl.jaas.config"] = (
+                f'{_LOGIN_MODULES[self.sasl_mechanism]} required username="{self.sasl_username}" '
+                f'password="{self.sasl_password.get_secret_value()}";'
+            )
+        if self.ssl_cafile:
+            options |= {"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(self.ssl_cafile)}
+        if self.ssl_certfile:
+            options |= {"kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.location": str(self.ssl_certfile)}
+        return options
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    """Where a Kafka client dials and how it authenticates: the one value passed to every client.
+
+    `str()` is the bootstrap address alone, so messages that name the broker never show secrets.
+    """
+
+    bootstrap_servers: str
+    security: KafkaClientSecurity = KafkaClientSecurity()
+
+    def __str__(self) -> str:
+        return self.bootstrap_servers
+
+    def client_kwargs(self) -> dict[str, object]:
+        """bootstrap_servers plus the security kwargs, for a kafka-python client constructor."""
+        return {"bootstrap_servers": self.bootstrap_servers, **self.security.client_kwargs()}
+
+    def spark_options(self) -> dict[str, str]:
+        """kafka.bootstrap.servers plus the security options, for Spark's Kafka source and sink."""
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.security.spark_options()}
+
+
+def kafka_connection(kafka: KafkaConnection | str) -> KafkaConnection:
+    """A connection from either a connection or a bare bootstrap address (which means PLAINTEXT)."""
+    return kafka if isinstance(kafka, KafkaConnection) else KafkaConnection(kafka)
+
+
+class KafkaSaslListener(_Secretive):
+    """Makes the broker's client port a SASL_PLAINTEXT listener (mechanism PLAIN) with these users.
+
+    Inter-broker traffic then moves to a PLAINTEXT listener on `internal_port`, bound to the same
+    host as the others (127.0.0.1 by default).
+    """
+
+    internal_port: int = Field(9094, ge=1, le=65535, description="Port of the inter-broker PLAINTEXT listener.")
+    users: dict[str, SecretStr] = Field(
+        ..., min_length=1, description="PLAIN users the broker accepts on its client port: name -> password."
+    )
+
+    @field_validator("users")
+    @classmethod
+    def _names_and_passwords_quotable(cls, users: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, password in users.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+                raise ValueError(f"kafka.sasl_listener user name {name!r} may only hold letters, digits, . _ -")
+            _check_quotable(f"password of kafka.sasl_listener user {name!r}", password.get_secret_value())
+            if not password.get_secret_value().isascii():  # Java reads server.properties as ISO-8859-1
+                raise ValueError(f"password of kafka.sasl_listener user {name!r} must be ASCII")
+        return users
+
+
+class KafkaSettings(_Secretive):
     """The local KRaft broker esp starts, and how clients reach it."""
 
     host: str = Field("127.0.0.1", description="Address the broker binds to and clients dial.")
@@ -29,10 +192,30 @@ class KafkaSettings(_Strict):
     heap: str = Field("512m", description="JVM heap for the broker (-Xmx and -Xms).")
     start_timeout_s: float = Field(60.0, gt=0, description="How long `infra up` waits for the broker to answer.")
     default_partitions: int = Field(4, ge=1, description="Partitions of topics created without an explicit count.")
+    security: KafkaClientSecurity = Field(
+        default_factory=KafkaClientSecurity, description="How esp's clients authenticate and encrypt (README)."
+    )
+    sasl_listener: KafkaSaslListener | None = Field(
+        None, description="Make the local broker's client port require SASL PLAIN (off: PLAINTEXT)."
+    )
+
+    @model_validator(mode="after")
+    def _clients_speak_the_listener(self) -> KafkaSettings:
+        if self.sasl_listener and (self.security.protocol, self.security.sasl_mechanism) != ("SASL_PLAINTEXT", "PLAIN"):
+            raise ValueError(
+                "kafka.sasl_listener makes the client port SASL_PLAINTEXT with PLAIN: set kafka.security.protocol "
+                "SASL_PLAINTEXT and sasl_mechanism PLAIN with one of its users"
+            )
+        return self
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.client_port}"
+
+    @property
+    def connection(self) -> KafkaConnection:
+        """The bootstrap address and client security, as one value for every Kafka client."""
+        return KafkaConnection(self.bootstrap_servers, self.security)
 
 
 class SparkSettings(_Strict):
@@ -51,7 +234,7 @@ class SparkSettings(_Strict):
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
 
 
-class EspSettings(_Strict):
+class EspSettings(_Secretive):
     """All esp settings; `project_root` anchors the ignored run and cache folders."""
 
     project_root: Path = Field(
@@ -72,6 +255,11 @@ class EspSettings(_Strict):
     def jars_dir(self) -> Path:
         return self.project_root / self.jars_dir_name
 
+    def to_file_data(self) -> dict:
+        """The settings as a mapping `load` reads back, passwords included (`model_dump_json`
+        masks them): for the settings file of a child process, which must be kept private."""
+        return json.loads(json.dumps(self.model_dump(), default=_reveal))
+
     @classmethod
     def load(cls, path: Path | None = None, **overrides: object) -> EspSettings:
         """Settings from an optional YAML or JSON file, then keyword overrides."""
@@ -84,6 +272,10 @@ class EspSettings(_Strict):
         except ValidationError as err:
             where = f" in {path}" if path else ""
             raise SettingsError(f"invalid esp settings{where}: {err}") from err
+
+
+def _reveal(value: object) -> str:
+    return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
 
 
 def _read_settings_file(path: Path) -> dict:

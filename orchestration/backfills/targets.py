@@ -38,6 +38,7 @@ def spec_for(settings: EspSettings, pipeline: BatchPipeline, root: str | None = 
         job=pipeline.name,
         root=str(Path(folder).resolve()),
         bootstrap_servers=settings.kafka.bootstrap_servers,
+        kafka_security=settings.kafka.security,
     )
 
 

@@ -92,7 +92,7 @@ def create_topics(
     with friendly_errors():
         settings = load_settings(config)
         specs = [TopicSpec(name=n, partitions=partitions) for n in names]
-        created = ensure_topics(settings.kafka.bootstrap_servers, specs)
+        created = ensure_topics(settings.kafka.connection, specs)
     for name in names:
         console.print(f"{name}: {'created' if name in created else 'exists'} ({partitions} partitions)")
 
@@ -104,7 +104,7 @@ def list_topics(config: ConfigOption = None) -> None:
     from pipelines.kafka_topics import topic_partition_counts
 
     with friendly_errors():
-        counts = topic_partition_counts(load_settings(config).kafka.bootstrap_servers)
+        counts = topic_partition_counts(load_settings(config).kafka.connection)
     table = Table("topic", "partitions")
     for name, count in sorted(counts.items()):
         table.add_row(name, str(count))

@@ -25,6 +25,7 @@ from orchestration.cli.common import ConfigOption, console, friendly_errors
 
 if TYPE_CHECKING:
     from pipelines.load import LoadProgress, LoadReport, LoadSpec
+    from pipelines.settings import KafkaConnection
 
 load_app = typer.Typer(
     help="Synthetic load to Kafka: word-count lines or ad events at a target rate.", no_args_is_help=True
@@ -60,17 +61,18 @@ def _load_errors() -> Iterator[None]:
             raise typer.Exit(code=1) from None
 
 
-def _bootstrap(config: Path | None, bootstrap: str | None, topic: str) -> str:
-    """The bootstrap address, once the broker answered and the topic exists (before any progress bar)."""
+def _connection(config: Path | None, bootstrap: str | None, topic: str) -> KafkaConnection:
+    """The broker (--bootstrap or the settings') with the settings' client security, once it
+    answered and the topic exists (before any progress bar)."""
+    from orchestration.stack.project import load_settings
     from pipelines.kafka_topics import require_topics
+    from pipelines.settings import KafkaConnection
 
-    if not bootstrap:
-        from orchestration.stack.project import load_settings
-
-        bootstrap = load_settings(config).kafka.bootstrap_servers
-    with console.status(f"checking topic {topic} at {bootstrap}…"):
-        require_topics(bootstrap, [topic])
-    return bootstrap
+    kafka = load_settings(config).kafka
+    connection = KafkaConnection(bootstrap or kafka.bootstrap_servers, kafka.security)
+    with console.status(f"checking topic {topic} at {connection}…"):
+        require_topics(connection, [topic])
+    return connection
 
 
 class _RateTracker:
@@ -217,7 +219,7 @@ def run_command(
             distribution=dist, zipf_s=zipf_s, vocabulary=vocabulary, words_per_line=words_per_line, key=key,
             late_fraction=late_fraction, late_by_s=late_by, seed=seed, processes=processes,
         )  # fmt: skip
-        servers = _bootstrap(config, bootstrap, spec.topic)
+        servers = _connection(config, bootstrap, spec.topic)
         target = rate_profile(spec)
         console.print(
             f"{spec.profile} load of {spec.kind} to [bold]{spec.topic}[/] at {servers}: "
@@ -258,7 +260,7 @@ def preload_command(
             topic=topic, kind=kind, distribution=dist, zipf_s=zipf_s, vocabulary=vocabulary,
             words_per_line=words_per_line, key=key, seed=seed, processes=processes,
         )  # fmt: skip
-        servers = _bootstrap(config, bootstrap, spec.topic)
+        servers = _connection(config, bootstrap, spec.topic)
         console.print(f"pre-loading {records:,} {spec.kind} records to [bold]{spec.topic}[/] at {servers}")
         report = _run_with_progress(
             "pre-loading",

@@ -38,6 +38,7 @@ def _spec(
         job=job,
         input_topic=topic,
         bootstrap_servers=settings.kafka.bootstrap_servers,
+        kafka_security=settings.kafka.security,
         root=str(folder),
         channels=channels,
         trigger_seconds=trigger,

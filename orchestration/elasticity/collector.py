@@ -32,6 +32,7 @@ import numpy as np
 
 from elasticity.control import MetricsSnapshot
 from orchestration.elasticity.policy import ElasticityPolicy
+from pipelines.settings import KafkaConnection, kafka_connection
 from pipelines.streams.metrics import BatchMetrics
 
 
@@ -258,24 +259,24 @@ class KafkaStreamSource:
         from pipelines.streams.metrics import checkpoint_offsets, read_recent_counted
 
         committed = StreamFiles(self.spec).committed_layout()
-        recent = read_recent_counted(self.spec.bootstrap_servers, self.spec.metrics_topic, limit=self.limit)
+        recent = read_recent_counted(self.spec.kafka, self.spec.metrics_topic, limit=self.limit)
         return StreamReading(
             now_s=now_s,
             metrics=recent.records,
             skipped_metrics=recent.skipped,
             skipped_problem=recent.first_problem,
-            end_offsets=input_end_offsets(self.spec.bootstrap_servers, self.spec.input_topic),
+            end_offsets=input_end_offsets(self.spec.kafka, self.spec.input_topic),
             consumed_offsets=checkpoint_offsets(self.spec.checkpoint, self.spec.input_topic),
             probe_period_s=self.spec.probe_period_s,
             committed_epoch=None if committed is None else committed.epoch,
         )
 
 
-def input_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def input_end_offsets(bootstrap: KafkaConnection | str, topic: str) -> dict[int, int]:
     """Broker end offset per partition of a topic ({} if the topic does not exist)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(**kafka_connection(bootstrap).client_kwargs(), enable_auto_commit=False)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not partitions:

@@ -14,8 +14,9 @@ from orchestration.resources import KafkaResource
 def kafka_topic_inventory(context: AssetExecutionContext, kafka: KafkaResource) -> MaterializeResult:
     from pipelines.kafka_topics import topic_partition_counts
 
-    counts = topic_partition_counts(kafka.bootstrap())
-    context.log.info("broker %s has %d topics", kafka.bootstrap(), len(counts))
+    connection = kafka.connection()
+    counts = topic_partition_counts(connection)
+    context.log.info("broker %s has %d topics", connection, len(counts))
     table = "\n".join(["| topic | partitions |", "|---|---|"] + [f"| {t} | {n} |" for t, n in sorted(counts.items())])
     return MaterializeResult(
         metadata={"topics": len(counts), "partitions": sum(counts.values()), "inventory": MetadataValue.md(table)}

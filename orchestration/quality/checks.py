@@ -201,7 +201,7 @@ def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
         since_ms = int((time.time() - config.lookback_hours * 3600) * 1000)
         topic = config.topic or spec.dead_letter_topic
         sample = read_dead_letters(
-            kafka.bootstrap(), topic, since_ms, cap=max(config.sample_cap, config.max_dead_letters + 1)
+            kafka.connection(), topic, since_ms, cap=max(config.sample_cap, config.max_dead_letters + 1)
         )
         base = {
             "topic": topic,

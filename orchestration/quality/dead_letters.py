@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from pipelines.settings import KafkaConnection, kafka_connection
+
 DLQ_COLUMNS = ["reason", "source_topic", "source_partition", "source_offset", "batch_id", "timestamp_ms"]
 
 
@@ -38,12 +40,14 @@ def _parse(value: bytes | None, timestamp_ms: int) -> dict:
 
 
 def read_dead_letters(
-    bootstrap: str, topic: str, since_ms: int, cap: int = 10_000, timeout_ms: int = 10_000
+    bootstrap: KafkaConnection | str, topic: str, since_ms: int, cap: int = 10_000, timeout_ms: int = 10_000
 ) -> DeadLetterSample:
     """The dead letters that arrived at or after `since_ms` (Kafka record time)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=timeout_ms)
+    consumer = KafkaConsumer(
+        **kafka_connection(bootstrap).client_kwargs(), enable_auto_commit=False, consumer_timeout_ms=timeout_ms
+    )
     try:
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:

@@ -21,7 +21,8 @@ import psutil
 
 from orchestration.stack.errors import BrokerNotAnsweringError, PortTakenError, StackError
 from orchestration.stack.jvm import JvmLayout, classpath, require_tool
-from pipelines.settings import KafkaSettings
+from orchestration.stack.kafka_listeners import listener_ports, listener_properties
+from pipelines.settings import KafkaConnection, KafkaSettings, kafka_connection
 
 BROKER_MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL_CLASS = "kafka.tools.StorageTool"
@@ -91,7 +92,7 @@ class KafkaBroker:
         note = ""
         if pid is None and self.paths.pid_file.exists():
             note = f"stale pid file {self.paths.pid_file} (no broker of ours has that pid)"
-        answering = pid is not None and broker_answers(self.settings.bootstrap_servers)
+        answering = pid is not None and broker_answers(self.settings.connection)
         return BrokerStatus(pid is not None, pid, self.settings.bootstrap_servers, answering, note)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -101,7 +102,7 @@ class KafkaBroker:
         if (pid := self.running_pid()) is not None:
             raise BrokerAlreadyRunning(f"Kafka is already running (pid {pid}) on {self.settings.bootstrap_servers}")
         self._clear_stale_pid_file()
-        for port in (self.settings.client_port, self.settings.controller_port):
+        for port in listener_ports(self.settings):
             ensure_port_free(self.settings.host, port)
         java = require_tool("java", "a Java 17+ JDK")
         self._render_config()
@@ -145,7 +146,11 @@ class KafkaBroker:
             controller_port=self.settings.controller_port,
             data_dir=self.paths.data_dir,
             default_partitions=self.settings.default_partitions,
+            **listener_properties(self.settings),
         )
+        # It may hold SASL passwords: readable by its owner only, from the first byte.
+        self.paths.config_file.touch(mode=0o600)
+        self.paths.config_file.chmod(0o600)
         self.paths.config_file.write_text(rendered)
 
     def _java_command(self, java: str, main_class: str, *args: str) -> list[str]:
@@ -190,7 +195,7 @@ class KafkaBroker:
                     f"Kafka exited with code {process.returncode} while starting; see {self.paths.console_log} "
                     f"and {self.paths.logs_dir / 'server.log'}"
                 )
-            if broker_answers(self.settings.bootstrap_servers):
+            if broker_answers(self.settings.connection):
                 return
             time.sleep(0.5)
         raise BrokerNotAnsweringError(
@@ -229,14 +234,14 @@ def ensure_port_free(host: str, port: int) -> None:
             ) from err
 
 
-def broker_answers(bootstrap_servers: str, timeout_s: float = 3.0) -> bool:
-    """True when the broker answers a metadata request."""
+def broker_answers(kafka: KafkaConnection | str, timeout_s: float = 3.0) -> bool:
+    """True when the broker answers a metadata request (authenticated as `kafka` says)."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
     try:
         admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap_servers,
+            **kafka_connection(kafka).client_kwargs(),
             request_timeout_ms=int(timeout_s * 1000),
             bootstrap_timeout_ms=int(timeout_s * 1000),
         )

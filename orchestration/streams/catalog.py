@@ -31,6 +31,7 @@ def stream_spec(settings: EspSettings, entry: StreamEntry, **options: object) ->
         job=entry.job,
         input_topic=str(options.pop("input_topic", None) or entry.input_topic),
         bootstrap_servers=settings.kafka.bootstrap_servers,
+        kafka_security=settings.kafka.security,
         root=str(stream_root(settings, entry.name)),
         **options,
     )

@@ -28,7 +28,7 @@ def generate_load(context: OpExecutionContext, config: LoadRunConfig, kafka: Kaf
     from pipelines.load import LoadSpec, run_load
 
     spec = LoadSpec(**config.model_dump())
-    report = run_load(spec, kafka.bootstrap(), on_progress=lambda p: None)
+    report = run_load(spec, kafka.connection(), on_progress=lambda p: None)
     summary = {
         "records_sent": report.records_sent,
         "target_records": report.target_records,

@@ -28,6 +28,7 @@ from pipelines.load.pacing import PacingResult, Progress, run_paced, run_unpaced
 from pipelines.load.profiles import rate_profile
 from pipelines.load.records import Batch, RecordSource, counts_by_name
 from pipelines.load.spec import LoadSpec
+from pipelines.settings import KafkaConnection, kafka_connection
 
 READY_TIMEOUT_S = 60.0  # spawning a process and connecting a producer, on a busy 2-core machine
 STOP_GRACE_S = 30.0  # how long stopped producers get to flush
@@ -41,13 +42,15 @@ class LoadError(RuntimeError):
 class KafkaSink:
     """A kafka-python producer tuned for throughput: batching, linger, no idempotence."""
 
-    def __init__(self, bootstrap_servers: str, spec: LoadSpec, partitions: int = 1, first_partition: int = 0) -> None:
+    def __init__(
+        self, bootstrap_servers: KafkaConnection | str, spec: LoadSpec, partitions: int = 1, first_partition: int = 0
+    ) -> None:
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
         try:
             self._producer = KafkaProducer(
-                bootstrap_servers=bootstrap_servers,
+                **kafka_connection(bootstrap_servers).client_kwargs(),
                 acks=spec.acks if spec.acks == "all" else int(spec.acks),
                 linger_ms=spec.linger_ms,
                 batch_size=spec.batch_bytes,
@@ -96,7 +99,7 @@ class ProducerJob:
     """What one producer process does (picklable: it crosses into a spawned process)."""
 
     spec: LoadSpec
-    bootstrap_servers: str
+    bootstrap_servers: KafkaConnection | str
     index: int
     count: int
     records: int | None  # None: a paced run over the profile; N: pre-load exactly N (all processes)
@@ -409,7 +412,7 @@ def _run_jobs(
 
 
 def run_load(
-    spec: LoadSpec, bootstrap_servers: str, on_progress: Callable[[LoadProgress], None] | None = None
+    spec: LoadSpec, bootstrap_servers: KafkaConnection | str, on_progress: Callable[[LoadProgress], None] | None = None
 ) -> LoadReport:
     """Produce the spec's profile to its topic for its duration; returns sent vs target per second.
 
@@ -425,7 +428,10 @@ def run_load(
 
 
 def preload(
-    spec: LoadSpec, bootstrap_servers: str, records: int, on_progress: Callable[[LoadProgress], None] | None = None
+    spec: LoadSpec,
+    bootstrap_servers: KafkaConnection | str,
+    records: int,
+    on_progress: Callable[[LoadProgress], None] | None = None,
 ) -> LoadReport:
     """Produce exactly `records` records of the spec as fast as possible (the rate profile is ignored).
 

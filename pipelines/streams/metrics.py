@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from pipelines.settings import KafkaConnection, kafka_connection
+
 METRICS_TOPIC_CONFIGS = {"retention.ms": str(6 * 3600 * 1000), "cleanup.policy": "delete"}
 
 
@@ -141,18 +143,24 @@ def consumed_offsets(progress: dict[str, Any] | None, topic: str) -> dict[int, i
     return {}
 
 
-def read_recent(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 5.0) -> list[BatchMetrics]:
+def read_recent(
+    bootstrap: KafkaConnection | str, topic: str, limit: int = 50, timeout_s: float = 5.0
+) -> list[BatchMetrics]:
     """The last `limit` metrics records of a stream (oldest first), malformed ones skipped."""
     return read_recent_counted(bootstrap, topic, limit, timeout_s).records
 
 
-def read_recent_counted(bootstrap: str, topic: str, limit: int = 50, timeout_s: float = 5.0) -> RecentMetrics:
+def read_recent_counted(
+    bootstrap: KafkaConnection | str, topic: str, limit: int = 50, timeout_s: float = 5.0
+) -> RecentMetrics:
     """The last `limit` records of a metrics topic; a malformed one is skipped and counted, never raised
     (it stays on the topic for its retention, and would otherwise fail every reader until then)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000)
+        **kafka_connection(bootstrap).client_kwargs(),
+        enable_auto_commit=False,
+        consumer_timeout_ms=int(timeout_s * 1000),
     )
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]

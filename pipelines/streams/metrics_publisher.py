@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pipelines.settings import KafkaConnection
 from pipelines.streams.metrics import BatchMetrics
 from pipelines.streams.probe_emitter import ProducerFactory, close_quietly, kafka_producer
 
@@ -25,7 +26,7 @@ class MetricsPublisher:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: KafkaConnection | str,
         topic: str,
         key: bytes,
         *,

@@ -18,14 +18,15 @@ from typing import Any
 
 from elasticity.layout import Layout
 from pipelines.probes import PROBE_KAFKA_KEY, make_probes, probe_keys
+from pipelines.settings import KafkaConnection, kafka_connection
 
-ProducerFactory = Callable[[str], Any]
+ProducerFactory = Callable[[KafkaConnection | str], Any]
 
 
-def kafka_producer(bootstrap: str) -> Any:
+def kafka_producer(bootstrap: KafkaConnection | str) -> Any:
     from kafka import KafkaProducer
 
-    return KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, max_block_ms=5_000)
+    return KafkaProducer(**kafka_connection(bootstrap).client_kwargs(), linger_ms=0, max_block_ms=5_000)
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class EmitterHealth:
 class ProbeEmitter(threading.Thread):
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: KafkaConnection | str,
         topic: str,
         current_layout: Callable[[], Layout],
         period_s: float,

@@ -102,9 +102,9 @@ class ElasticStream:
 
     def prepare(self) -> Layout:
         """Check the input topic, create output topics, commit the first layout (or recover)."""
-        require_topics(self.spec.bootstrap_servers, [self.spec.input_topic])
+        require_topics(self.spec.kafka, [self.spec.input_topic])
         ensure_topics(
-            self.spec.bootstrap_servers,
+            self.spec.kafka,
             [
                 TopicSpec(name=self.spec.results_topic, partitions=4),
                 TopicSpec(name=self.spec.dead_letter_topic, partitions=1),
@@ -149,7 +149,7 @@ class ElasticStream:
     def start(self) -> StreamingQuery:
         self.prepare()
         source = kafka_io.read_stream(
-            self.spark, self.spec.bootstrap_servers, self.spec.input_topic, self.spec.max_offsets_per_trigger
+            self.spark, self.spec.kafka, self.spec.input_topic, self.spec.max_offsets_per_trigger
         )
         self.query = (
             source.writeStream.queryName(self.spec.name)
@@ -215,7 +215,7 @@ class ElasticStream:
             started = time.perf_counter()
             dead_letters = rejected_count(counted, rejected)
             if dead_letters:
-                write_dead_letters(rejected, self.spec.bootstrap_servers, self.spec.dead_letter_topic, context.batch_id)
+                write_dead_letters(rejected, self.spec.kafka, self.spec.dead_letter_topic, context.batch_id)
             phase_ms["dead_letters"] = (time.perf_counter() - started) * 1000
         finally:
             parsed.unpersist()
@@ -292,7 +292,7 @@ class ElasticStream:
     def _publish_results(self, rows: DataFrame) -> None:
         kafka_io.write_batch(
             rows,
-            self.spec.bootstrap_servers,
+            self.spec.kafka,
             self.spec.results_topic,
             key=F.col(self.logic.result_key),
             value=F.to_json(F.struct(*[F.col(c) for c in rows.columns])),
@@ -443,9 +443,7 @@ class ElasticStream:
     def _publish(self, metrics: BatchMetrics) -> None:
         self.last_metrics = metrics
         if self._publisher is None:
-            self._publisher = MetricsPublisher(
-                self.spec.bootstrap_servers, self.spec.metrics_topic, self.spec.name.encode()
-            )
+            self._publisher = MetricsPublisher(self.spec.kafka, self.spec.metrics_topic, self.spec.name.encode())
         self._publisher.publish(metrics)  # a broker outage drops metrics, never the batch
         if self.on_metrics is not None:
             self.on_metrics(metrics)

@@ -75,7 +75,7 @@ class StreamService:
     def start(self) -> None:
         self.stream.start()
         self.probes = ProbeEmitter(
-            self.spec.bootstrap_servers, self.spec.input_topic, self.stream.registry.committed, self.spec.probe_period_s
+            self.spec.kafka, self.spec.input_topic, self.stream.registry.committed, self.spec.probe_period_s
         )
         self.probes.start()
 
@@ -109,7 +109,7 @@ class StreamService:
         )
 
     def _lag(self, progress: dict | None) -> int:
-        ends = end_offsets(self.spec.bootstrap_servers, self.spec.input_topic)
+        ends = end_offsets(self.spec.kafka, self.spec.input_topic)
         return sum(kafka_lag(ends, consumed_offsets(progress, self.spec.input_topic)).values())
 
     def run(

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.settings import KafkaClientSecurity, KafkaConnection
 from pipelines.streams import names
 
 
@@ -21,6 +22,9 @@ class StreamSpec(BaseModel):
     job: Literal["wordcount", "adclicks"] = Field("wordcount", description="Which pipeline the stream runs.")
     input_topic: str = Field("words", description="Kafka topic the stream reads.")
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap address.")
+    kafka_security: KafkaClientSecurity = Field(
+        default_factory=KafkaClientSecurity, description="How the stream's Kafka clients authenticate (settings')."
+    )
     root: str = Field(
         ".esp/run/streams/wordcount", description="Folder (path or URI) for checkpoint, state, tables, control."
     )
@@ -68,6 +72,11 @@ class StreamSpec(BaseModel):
         "record: the channel task sleeps for it, so the stage is I/O-bound and channels add capacity beyond the cores "
         "(benchmarks and elasticity tests; run Spark with at least as many task slots as channels). 0: off.",
     )
+
+    @property
+    def kafka(self) -> KafkaConnection:
+        """The address and security every Kafka client of the stream uses."""
+        return KafkaConnection(self.bootstrap_servers, self.kafka_security)
 
     @property
     def folder(self) -> Path:

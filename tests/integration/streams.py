@@ -11,12 +11,15 @@ import time
 from pathlib import Path
 
 from pipelines.kafka_topics import end_offsets
+from pipelines.settings import KafkaConnection, kafka_connection
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes | str], key: bytes | None = None) -> None:
+def produce(bootstrap: KafkaConnection | str, topic: str, values: list[bytes | str], key: bytes | None = None) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10, max_request_size=4 * 1024 * 1024)
+    producer = KafkaProducer(
+        **kafka_connection(bootstrap).client_kwargs(), linger_ms=10, max_request_size=4 * 1024 * 1024
+    )
     for value in values:
         producer.send(topic, key=key, value=value.encode() if isinstance(value, str) else value)
     producer.flush()
@@ -24,7 +27,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes | str], key: bytes | 
 
 
 def wait_for_checkpoint(
-    checkpoint: str, topic: str, bootstrap: str, timeout_s: float = 180, process=None, query=None
+    checkpoint: str, topic: str, bootstrap: KafkaConnection | str, timeout_s: float = 180, process=None, query=None
 ) -> None:
     """Until the query's last committed batch reached the topic's current end offsets (fails at
     once when the stream `process` exited or the in-process `query` ended)."""
@@ -89,12 +92,14 @@ def kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL, timeout_s: 
             pass
 
 
-def read_topic(bootstrap: str, topic: str) -> list:
+def read_topic(bootstrap: KafkaConnection | str, topic: str) -> list:
     """Every record of `topic` up to its end offsets now (ConsumerRecords), partition by partition."""
     from kafka import KafkaConsumer, TopicPartition
 
     end = end_offsets(bootstrap, topic)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_partition_fetch_bytes=8 << 20)
+    consumer = KafkaConsumer(
+        **kafka_connection(bootstrap).client_kwargs(), enable_auto_commit=False, max_partition_fetch_bytes=8 << 20
+    )
     try:
         partitions = [TopicPartition(topic, p) for p in end]
         consumer.assign(partitions)
