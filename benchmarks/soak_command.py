@@ -219,7 +219,11 @@ def write_timeline(report: SoakReport, path: Path) -> None:
 RESOURCE_PANELS = (
     ("folders (MiB)", (("stream_bytes", "streams' folders"), ("dagster_bytes", "Dagster storage")), 2**20),
     ("broker log (MiB)", (("broker_log_bytes", "topics' logs"),), 2**20),
-    ("memory (MiB)", (("driver_rss", "drivers + Spark JVMs"), ("worker_rss", "Python workers")), 2**20),
+    (
+        "memory (MiB)",
+        (("jvm_rss", "Spark JVMs"), ("driver_rss", "drivers (esp stream run)"), ("worker_rss", "Python workers")),
+        2**20,
+    ),
     ("count", (("stream_files", "files in streams' folders"), ("open_files", "open files"), ("threads", "threads")), 1),
 )
 

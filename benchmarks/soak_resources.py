@@ -23,7 +23,9 @@ from pipelines.streams.names import checkpoint_path, control_path, elastic_path
 
 @dataclass(frozen=True)
 class FolderUsage:
-    """Bytes and files below a folder (files vanishing meanwhile are skipped)."""
+    """Disk space and files below a folder (files vanishing meanwhile are skipped). Space is
+    what the files occupy (allocated blocks, as `du` counts), not their apparent size: the
+    broker preallocates 10 MB sparse index files per segment, which hold almost nothing."""
 
     bytes: int = 0
     files: int = 0
@@ -37,7 +39,7 @@ def folder_usage(folder: Path) -> FolderUsage:
     for parent, _, names in os.walk(folder):
         for name in names:
             try:
-                total += os.stat(os.path.join(parent, name)).st_size
+                total += os.stat(os.path.join(parent, name)).st_blocks * 512
             except FileNotFoundError:
                 continue
             files += 1
@@ -53,7 +55,7 @@ class ResourceSample:
     """What the soaked streams hold at one moment.
 
     Processes: open files and threads of the streams' process trees; resident memory of the
-    drivers (the `esp stream run` Python process and its Spark JVM) and of the Python workers.
+    drivers (the `esp stream run` Python processes), of their Spark JVMs and of the Python workers.
     Folders: the durable parts of each stream's folder (channel state, Spark checkpoint,
     migration area, control folder), and the whole folder (tables and local stores included);
     the broker's data folder (its topics' logs); Dagster's storage (`DAGSTER_HOME`)."""
@@ -71,6 +73,7 @@ class ResourceSample:
     dagster_bytes: int = 0
     driver_rss: int = 0
     worker_rss: int = 0
+    jvm_rss: int = 0
 
 
 # Figures a soak with kills judges: a stream restarted every minute never reaches the levels of a
@@ -101,6 +104,7 @@ FLAT_SLACK = {
     "dagster_bytes": 8 * MIB,
     "driver_rss": 128 * MIB,
     "worker_rss": 128 * MIB,
+    "jvm_rss": 256 * MIB,
 }
 
 
@@ -179,16 +183,13 @@ class WatchedFolders:
 
 def sample_resources(at_s: float, processes: list[psutil.Process], folders: WatchedFolders) -> ResourceSample:
     """One sample of the streams' `processes` (every process of their trees) and `folders`."""
-    open_files = threads = driver_rss = worker_rss = 0
+    open_files = threads = 0
+    rss = {"driver": 0, "jvm": 0, "worker": 0}
     for process in processes:
         try:
             open_files += process.num_fds()
             threads += process.num_threads()
-            rss = process.memory_info().rss
-            if _is_python_worker(process):
-                worker_rss += rss
-            else:
-                driver_rss += rss
+            rss[_role(process)] += process.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     roots = folders.stream_roots
@@ -205,15 +206,15 @@ def sample_resources(at_s: float, processes: list[psutil.Process], folders: Watc
         stream_files=streams.files,
         broker_log_bytes=folder_bytes(folders.broker_data) if folders.broker_data else 0,
         dagster_bytes=folder_bytes(folders.dagster_home) if folders.dagster_home else 0,
-        driver_rss=driver_rss,
-        worker_rss=worker_rss,
+        driver_rss=rss["driver"],
+        worker_rss=rss["worker"],
+        jvm_rss=rss["jvm"],
     )
 
 
-def _is_python_worker(process: psutil.Process) -> bool:
-    try:
-        command = " ".join(process.cmdline())
-        # The Spark JVM's command line names `pyspark-shell`; the workers run these modules.
-        return "pyspark.daemon" in command or "pyspark.worker" in command
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
+def _role(process: psutil.Process) -> str:
+    """ "worker" for a PySpark worker, "jvm" for a Spark JVM, "driver" for the rest (esp itself)."""
+    command = process.cmdline()
+    if any("pyspark.daemon" in part or "pyspark.worker" in part for part in command):
+        return "worker"
+    return "jvm" if command and os.path.basename(command[0]) == "java" else "driver"
