@@ -39,6 +39,7 @@ from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
 from pipelines.streams.metrics_publisher import MetricsPublisher
 from pipelines.streams.spec import StreamSpec
+from pipelines.streams.table_retention import TableRetention
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class ElasticStream:
         )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
         self.control = ControlChannel(self.spec.control_dir)
+        self.retention = TableRetention(self.spark, self.spec, self.logic.result_key_columns)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -117,6 +119,7 @@ class ElasticStream:
             self.registry.initialize(Layout.uniform(self.spec.channels))
             self.check_checkpoint()
             recovered = self.migrator().recover()
+            self.retention.recover()
         except BaseException:
             self._release_lease()
             raise
@@ -188,6 +191,10 @@ class ElasticStream:
         context.rescale = self._apply_pending_rescale(batch_id)
         context.phase_ms["rescale"] = (time.perf_counter() - context.started) * 1000
         context.layout = self.registry.routing_layout()
+        if self.retention.due(batch_id):
+            started = time.perf_counter()
+            self.retention.run(batch_id)
+            context.phase_ms["compact"] = (time.perf_counter() - started) * 1000
         context.raw = raw = raw.persist()
         try:
             metrics = self._run_batch(raw, context)
