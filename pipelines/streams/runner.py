@@ -31,7 +31,7 @@ from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected, write_dead_letters
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
-from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
+from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics, retention_configs
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, next_layout_of
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
@@ -108,8 +108,16 @@ class ElasticStream:
         ensure_topics(
             self.spec.bootstrap_servers,
             [
-                TopicSpec(name=self.spec.results_topic, partitions=4),
-                TopicSpec(name=self.spec.dead_letter_topic, partitions=1),
+                TopicSpec(
+                    name=self.spec.results_topic,
+                    partitions=4,
+                    configs=retention_configs(self.spec.results_topic_retention_hours),
+                ),
+                TopicSpec(
+                    name=self.spec.dead_letter_topic,
+                    partitions=1,
+                    configs=retention_configs(self.spec.dead_letter_retention_hours),
+                ),
                 TopicSpec(name=self.spec.metrics_topic, partitions=1, configs=METRICS_TOPIC_CONFIGS),
             ],
         )

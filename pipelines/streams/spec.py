@@ -57,6 +57,12 @@ class StreamSpec(BaseModel):
         description="Days of the bronze archive kept for backfills (by the archive's `date`, UTC); older days "
         "are deleted at each compaction.",
     )
+    results_topic_retention_hours: float = Field(
+        168, gt=0, description="Retention of the `<name>.results` topic, set when the stream creates it."
+    )
+    dead_letter_retention_hours: float = Field(
+        168, gt=0, description="Retention of the `<name>.dlq` dead-letter topic, set when the stream creates it."
+    )
     window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
     watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
     max_event_time_ahead_s: int = Field(

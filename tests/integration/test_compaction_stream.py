@@ -1,5 +1,5 @@
 """A real stream compacting its results every few batches: the results folder count stays
-bounded while the counts stay exact."""
+bounded while the counts stay exact; the topics it creates carry their retention."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def test_compacting_stream_keeps_few_result_folders_and_exact_counts(spark, boot
         trigger_seconds=0.2,
         max_offsets_per_trigger=40,
         compact_every_batches=EVERY,
+        results_topic_retention_hours=12,
     )
     folders_seen = []
     compact_ms = []
@@ -57,3 +58,15 @@ def test_compacting_stream_keeps_few_result_folders_and_exact_counts(spark, boot
     # One folder per bronze day (one day here) plus at most EVERY batches since the last compaction.
     assert max(folders_seen) <= EVERY + 2, folders_seen
     assert compacted_upto(spec.results_table) is not None
+    assert topic_config(bootstrap, spec.results_topic)["retention.ms"] == str(12 * 3600 * 1000)
+    assert topic_config(bootstrap, spec.dead_letter_topic)["retention.ms"] == str(168 * 3600 * 1000)
+
+
+def topic_config(bootstrap: str, topic: str) -> dict[str, str]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from pipelines.kafka_topics import admin_client
+
+    with admin_client(bootstrap) as admin:
+        response = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    return {key: data["value"] for key, data in response["topic"][topic].items()}
