@@ -14,11 +14,16 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from elasticity.state import Location
 from pipelines.batch import tables
 from pipelines.streams import compaction
 from pipelines.streams.compaction import CompactionReport
 from pipelines.streams.files import StreamFiles
 from pipelines.streams.spec import StreamSpec
+
+CONTROL_TEMPORARY_AGE_S = 3600.0
+"""A `.tmp-*` file in the control folder this old is a crashed publisher's (a publish takes ms);
+younger ones may be a live requester's (the sensor, `esp stream rescale`)."""
 
 
 @dataclass
@@ -33,7 +38,10 @@ class TableRetention:
         return "://" not in self.spec.root
 
     def recover(self) -> None:
-        """At start: delete what a compaction or an expiry killed midway left behind."""
+        """At start: delete what a compaction or an expiry killed midway left behind, and the
+        temporaries of crashed publishers in the control folder (the elastic folder's are the
+        migrator's `recover`)."""
+        Location.of(self.spec.control_dir).clean_temporaries(older_than_s=CONTROL_TEMPORARY_AGE_S)
         if self.local:
             for table in (self.spec.results_table, self.spec.late_table):
                 compaction.recover(Path(table))

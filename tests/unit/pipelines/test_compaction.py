@@ -157,3 +157,26 @@ def test_sigkill_mid_compaction_then_restart_gives_the_same_answers(spark, tmp_p
     _compact_all(spark, spec, upto=28)
     assert answers(spark, spec) == before
     assert sorted(batch_folders(Path(spec.results_table))) == [9, 18, 28, 29]
+
+
+def test_a_start_removes_leftovers_of_killed_writers_but_not_a_live_publish(tmp_path):
+    spec = _spec(tmp_path)
+    control = Path(spec.control_dir)
+    control.mkdir(parents=True)
+    crashed, live = control / ".tmp-1-request.json", control / ".tmp-2-request.json"
+    crashed.write_text("{")
+    live.write_text("{")
+    os.utime(crashed, (time.time() - 7200, time.time() - 7200))
+    leftovers = [
+        compaction.staging_folder(Path(spec.results_table)) / "batch_id=3",
+        compaction.staging_folder(Path(spec.late_table)),
+        Path(spec.bronze_table) / ".expired-date=2026-01-01" / "batch_id=1",
+    ]
+    for folder in leftovers:
+        folder.mkdir(parents=True)
+
+    TableRetention(None, spec, ("word",)).recover()  # type: ignore[arg-type]  # no Spark needed
+
+    assert not crashed.exists() and live.exists()
+    assert not any(folder.exists() for folder in leftovers)
+    assert not compaction.staging_folder(Path(spec.results_table)).exists()
