@@ -24,10 +24,10 @@ def test_compacting_stream_keeps_few_result_folders_and_exact_counts(spark, boot
 
     topic = topic_factory("words", partitions=2)
     spec = StreamSpec(
-        name="wc",
+        name="compacting",  # its own topics: another test may have created `wc.results` already
         input_topic=topic,
         bootstrap_servers=bootstrap,
-        root=str(tmp_path / "wc"),
+        root=str(tmp_path / "compacting"),
         channels=2,
         trigger_seconds=0.2,
         max_offsets_per_trigger=40,
