@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -65,6 +66,10 @@ class Label:
 
 
 DayOf = Callable[[int], "dt.date | None"]
+
+
+class CompactionUnsupported(OSError):
+    """The file system cannot swap two folders atomically (not Linux, or no RENAME_EXCHANGE)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +176,11 @@ def compact(spark: SparkSession, table: Path, fold: Fold, upto: int, day_of: Day
             _link_tree(entry, staged / entry.name)
     (staged / MARKER).write_text(json.dumps({"upto": max(max(folded), compacted_upto(table) or -1)}))
     _fsync_tree(staged)
-    exchange(table, staged)
+    try:
+        exchange(table, staged)
+    except OSError as error:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise CompactionUnsupported(f"compaction of {table} needs an atomic folder swap: {error}") from error
     shutil.rmtree(staged)
     return CompactionReport(str(table), len(folded) - len(groups), len(batch_folders(table)))
 
@@ -204,6 +213,8 @@ _RENAME_EXCHANGE = 2
 def exchange(a: Path, b: Path) -> None:
     """Swap two folders atomically (Linux renameat2 RENAME_EXCHANGE): no moment shows neither."""
     libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
     if libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"could not swap {a} and {b}: {os.strerror(error)}")

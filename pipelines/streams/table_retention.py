@@ -9,6 +9,7 @@ before the batch writes anything, so no write of its own races the compaction.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from pipelines.streams.compaction import CompactionReport
 from pipelines.streams.files import StreamFiles
 from pipelines.streams.spec import StreamSpec
 
+log = logging.getLogger(__name__)
+
 CONTROL_TEMPORARY_AGE_S = 3600.0
 """A `.tmp-*` file in the control folder this old is a crashed publisher's (a publish takes ms);
 younger ones may be a live requester's (the sensor, `esp stream rescale`)."""
@@ -31,6 +34,8 @@ class TableRetention:
     spark: SparkSession
     spec: StreamSpec
     key_columns: tuple[str, ...]
+    unsupported: bool = False
+    """Set when the file system cannot swap folders atomically: compaction is off, never a failed batch."""
 
     @property
     def local(self) -> bool:
@@ -49,7 +54,7 @@ class TableRetention:
 
     def due(self, batch_id: int) -> bool:
         every = self.spec.compact_every_batches
-        return self.local and every > 0 and batch_id > 0 and batch_id % every == 0
+        return self.local and not self.unsupported and every > 0 and batch_id > 0 and batch_id % every == 0
 
     def run(self, batch_id: int, today: dt.date | None = None) -> list[CompactionReport]:
         """Compact the batches committed before `batch_id` (the batch in flight); expire old bronze."""
@@ -62,7 +67,11 @@ class TableRetention:
             (self.spec.results_table, compaction.newest_per_key(list(self.key_columns))),
             (self.spec.late_table, compaction.summed("n")),
         )
-        reports = [compaction.compact(self.spark, Path(table), fold, upto, day_of) for table, fold in folds]
+        try:
+            reports = [compaction.compact(self.spark, Path(table), fold, upto, day_of) for table, fold in folds]
+        except compaction.CompactionUnsupported as error:
+            log.error("table compaction is off for stream %s: %s", self.spec.name, error)
+            self.unsupported, reports = True, []
         today = today or dt.datetime.now(dt.UTC).date()
         tables.expire_days(self.spec.bronze_table, today - dt.timedelta(days=self.spec.bronze_retention_days))
         return reports

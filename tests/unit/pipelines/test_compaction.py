@@ -180,3 +180,22 @@ def test_a_start_removes_leftovers_of_killed_writers_but_not_a_live_publish(tmp_
     assert not crashed.exists() and live.exists()
     assert not any(folder.exists() for folder in leftovers)
     assert not compaction.staging_folder(Path(spec.results_table)).exists()
+
+
+def test_without_an_atomic_swap_compaction_turns_off_and_the_tables_stay(spark, tmp_path, monkeypatch):
+    # A file system without RENAME_EXCHANGE must not fail every batch of the stream.
+    spec = _spec(tmp_path)
+    write_stream_tables(spark, spec, range(12))
+    (Path(spec.checkpoint) / "commits").mkdir(parents=True)
+    (Path(spec.checkpoint) / "commits" / "10").write_text("v1\n{}")
+    before = answers(spark, spec)
+
+    def no_swap(a, b):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(compaction, "exchange", no_swap)
+    retention = TableRetention(spark, spec, ("word",))
+    assert retention.run(batch_id=11) == [] and not retention.due(20)
+    assert answers(spark, spec) == before
+    assert not compaction.staging_folder(Path(spec.results_table)).exists()
+    assert sorted(batch_folders(Path(spec.results_table))) == list(range(12))
