@@ -74,6 +74,7 @@ def resize_job_name(stream: str) -> str:
 VALIDATION_JOB = "validation_job"
 DAILY_RECOMPUTE_JOB = "daily_recompute_job"
 LOAD_GENERATOR_JOB = "load_generator_job"
+RUN_RETENTION_JOB = "run_retention_job"
 
 # -- sensors and schedules ------------------------------------------------------------------------
 
@@ -90,6 +91,7 @@ def supervisor_sensor_name(stream: str) -> str:
 
 VALIDATION_SCHEDULE = "validation_schedule"
 NIGHTLY_BACKFILL_SCHEDULE = "nightly_backfill_schedule"
+RUN_RETENTION_SCHEDULE = "run_retention_schedule"
 
 # -- asset checks (names within their asset) and the GX suites they validate ----------------------
 

@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 from elasticity.layout import Layout
 from elasticity.lease import Fence
 from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
+from pipelines import working_copies
 from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
 from pipelines.streams.metrics import ChannelMetrics
 
@@ -210,15 +211,20 @@ class WorkerStores:
 
     spec: StageSpec
     cached: dict[int, _CachedStore] = field(default_factory=dict)
+    swept_epoch: int | None = None
 
     def _backend(self, epoch: int):
         codec = Int64Codec()
         if self.spec.store_kind == "memory":
             return MemoryBackend(codec, durable=self.spec.durable_uri)
-        local = os.path.join(self.spec.local_dir, f"worker-{os.getpid()}", f"e{epoch}")
+        local = os.path.join(working_copies.worker_folder(self.spec.local_dir, os.getpid()), f"e{epoch}")
         return RocksBackend(codec, durable=self.spec.durable_uri, local_dir=local)
 
-    def store_for(self, channel: int, epoch: int, previous_channels: frozenset[int]) -> StateStore:
+    def store_for(
+        self, channel: int, epoch: int, previous_channels: frozenset[int], channels: frozenset[int] | None = None
+    ) -> StateStore:
+        if self.swept_epoch != epoch:
+            self._sweep(epoch, previous_channels, channels)
         entry = self.cached.get(channel)
         if entry is not None and (entry.epoch == epoch or (entry.epoch == epoch - 1 and channel in previous_channels)):
             entry.epoch = epoch
@@ -229,6 +235,18 @@ class WorkerStores:
         store = self._backend(epoch).open(channel)
         self.cached[channel] = _CachedStore(store, epoch)
         return store
+
+    def _sweep(self, epoch: int, previous_channels: frozenset[int], channels: frozenset[int] | None) -> None:
+        """At a worker's first store and at each epoch change: close the stores this worker can never
+        reuse (channels not in the layout; older epochs a migration may have changed), then delete every
+        working copy no live worker holds (see `pipelines.working_copies`)."""
+        for channel, entry in list(self.cached.items()):
+            reusable = entry.epoch == epoch or (entry.epoch == epoch - 1 and channel in previous_channels)
+            if not reusable or (channels is not None and channel not in channels):
+                self._discard(self.cached.pop(channel))
+        in_use = [path for e in self.cached.values() if (path := getattr(e.store, "local_path", None))]
+        working_copies.sweep(self.spec.local_dir, os.getpid(), in_use)
+        self.swept_epoch = epoch
 
     def _discard(self, entry: _CachedStore) -> None:
         entry.store.close()
@@ -306,7 +324,9 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             raise RuntimeError(f"placement broken: task of channel {channel} got rows of channels {sorted(strays)}")
         data = [i for i, sent in enumerate(rows["probe_sent_ms"]) if sent is None]
         probes = [sent for sent in rows["probe_sent_ms"] if sent is not None]
-        store = worker_stores(spec).store_for(channel, layout.epoch, frozenset(previous_channels))
+        store = worker_stores(spec).store_for(
+            channel, layout.epoch, frozenset(previous_channels), frozenset(layout.channels)
+        )
         keys = [rows["key"][i] for i in data]
         hashes, increments = [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data]
         totals = apply_deltas(store, batch_id, keys, hashes, increments, spec.fence)

@@ -37,6 +37,20 @@ class TopicSpec(BaseModel):
     configs: dict[str, str] = Field(default_factory=dict, description="Topic-level configs, e.g. retention.ms.")
 
 
+HOUR_MS = 3600 * 1000
+
+
+def retention_configs(hours: float) -> dict[str, str]:
+    """Topic configs that bound a topic by time: records older than `hours` are deleted. Segments
+    roll at least daily (the broker's default roll is 7 days, and only closed segments expire)."""
+    retention_ms = int(hours * HOUR_MS)
+    return {
+        "retention.ms": str(retention_ms),
+        "segment.ms": str(min(retention_ms, 24 * HOUR_MS)),
+        "cleanup.policy": "delete",
+    }
+
+
 @contextmanager
 def admin_client(bootstrap_servers: KafkaConnection | str, timeout_s: float = 10.0) -> Iterator[KafkaAdminClient]:  # noqa: F821
     """A kafka-python admin client, or KafkaUnavailableError naming the address."""

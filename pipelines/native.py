@@ -4,7 +4,9 @@
 `groupBy("word").count()` on the RocksDB state store provider) over a Kafka topic, in update
 mode, and writes each micro-batch's updated counts to `<root>/tables/results/batch_id=<id>`
 (overwritten per batch id, so a replayed batch is idempotent) — the same table shape the
-elastic stream writes, read back by `pipelines.streams.results.latest_rows`.
+elastic stream writes, read back by `pipelines.streams.results.latest_rows`; every
+`compact_every_batches` batches the committed ones are folded into one folder
+(`pipelines.streams.compaction`).
 
 Its state partitioning is fixed by `spark.sql.shuffle.partitions` when the checkpoint is first
 created. Changing it means: stop the query, `repartition_state` (Spark >= 4.2's offline
@@ -25,7 +27,10 @@ from pyspark.sql.streaming import StreamingQuery
 from pipelines import kafka_io
 from pipelines.jobs.wordcount import native_counts
 from pipelines.settings import KafkaConnection
+from pipelines.streams import compaction
 from pipelines.streams.names import checkpoint_path, results_table_path
+
+NEWEST_WORD = compaction.newest_per_key(["word"])
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class NativeSpec:
     partitions: int = 4
     trigger_seconds: float = 1.0
     max_offsets_per_trigger: int | None = None
+    compact_every_batches: int = 100
+    """Fold the committed batches' result folders into one every N batches (0: never)."""
 
     @property
     def checkpoint(self) -> str:
@@ -124,6 +131,10 @@ class NativeWordCount:
 
     def _write_results(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.select("word", "count", F.lit(batch_id).alias("batch_id"))
+        every = self.spec.compact_every_batches
+        if every and batch_id > 0 and batch_id % every == 0 and "://" not in self.spec.results_table:
+            upto = min(last_committed_batch(self.spec.checkpoint), batch_id - 1)
+            compaction.compact(self.spark, Path(self.spec.results_table), NEWEST_WORD, upto, lambda _: None)
         rows.write.mode("overwrite").parquet(f"{self.spec.results_table}/batch_id={batch_id}")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -126,14 +127,18 @@ class Location:
         if self.fs.get_file_info(self.path).type != pafs.FileType.NotFound:
             self.fs.delete_dir(self.path)
 
-    def clean_temporaries(self) -> None:
+    def clean_temporaries(self, older_than_s: float = 0.0) -> None:
         """Remove half-written files crashed writers left anywhere below this directory.
 
-        Only for a process that is the one writer here (no live writer may be mid-publish)."""
+        With `older_than_s` 0, only for a process that is the one writer here (no live writer may be
+        mid-publish); where other processes publish too (a stream's control folder), pass an age no
+        live publish lasts, so only crashed writers' files go."""
         infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True, recursive=True))
+        cutoff = time.time() - older_than_s
         for info in infos:
             if info.base_name.startswith(TEMP_PREFIX) and info.type == pafs.FileType.File:
-                self.fs.delete_file(info.path)
+                if older_than_s <= 0 or info.mtime is None or info.mtime.timestamp() < cutoff:
+                    self.fs.delete_file(info.path)
 
     # ---- atomic, checksummed publication ----------------------------------------------------
     def _temp(self, name: str) -> str:

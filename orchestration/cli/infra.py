@@ -83,15 +83,20 @@ def status(config: ConfigOption = None) -> None:
 def create_topics(
     names: Annotated[list[str], typer.Argument(help="Topic names.")],
     partitions: int = typer.Option(4, "--partitions", "-p", min=1, help="Partitions per topic."),
+    retention_hours: float = typer.Option(
+        168.0, "--retention-hours", min=0.01, help="Records older than this are deleted (input topics: 7 days)."
+    ),
     config: ConfigOption = None,
 ) -> None:
-    """Create topics (idempotent; an existing topic with another partition count is an error)."""
+    """Create topics (idempotent; an existing topic with another partition count is an error;
+    an existing topic keeps its retention)."""
     from orchestration.stack.project import load_settings
-    from pipelines.kafka_topics import TopicSpec, ensure_topics
+    from pipelines.kafka_topics import TopicSpec, ensure_topics, retention_configs
 
     with friendly_errors():
         settings = load_settings(config)
-        specs = [TopicSpec(name=n, partitions=partitions) for n in names]
+        configs = retention_configs(retention_hours)
+        specs = [TopicSpec(name=n, partitions=partitions, configs=configs) for n in names]
         created = ensure_topics(settings.kafka.connection, specs)
     for name in names:
         console.print(f"{name}: {'created' if name in created else 'exists'} ({partitions} partitions)")

@@ -1,8 +1,10 @@
-"""Platform assets: the Kafka topic inventory, observed so the UI shows the broker's state."""
+"""Platform definitions: the Kafka topic inventory, observed so the UI shows the broker's state, and
+the nightly deletion of old runs (`run_retention`)."""
 
 from dagster import AssetExecutionContext, Definitions, MaterializeResult, MetadataValue, asset
 
 from orchestration.names import PLATFORM_GROUP, TOPIC_INVENTORY_ASSET_KEY
+from orchestration.platform.run_retention import run_retention_job, run_retention_schedule
 from orchestration.resources import KafkaResource
 
 
@@ -23,4 +25,4 @@ def kafka_topic_inventory(context: AssetExecutionContext, kafka: KafkaResource) 
     )
 
 
-defs = Definitions(assets=[kafka_topic_inventory])
+defs = Definitions(assets=[kafka_topic_inventory], jobs=[run_retention_job], schedules=[run_retention_schedule])

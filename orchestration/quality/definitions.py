@@ -2,13 +2,14 @@
 results and dead-letter tables as assets, their asset checks, the post-rescale state check, the
 validation job and its schedule, the GX resource) and backfills (`orchestration.backfills`)."""
 
-from dagster import AssetSelection, DefaultScheduleStatus, Definitions, ScheduleDefinition, define_asset_job
+from dagster import AssetSelection, Definitions, define_asset_job
 
 from orchestration.backfills.definitions import defs as backfill_defs
 from orchestration.backfills.targets import pipelines
 from orchestration.names import VALIDATION_JOB, VALIDATION_SCHEDULE, VALIDATION_TAG
 from orchestration.quality.checks import pipeline_checks, table_assets
 from orchestration.quality.gx_validation import GreatExpectationsResource
+from orchestration.schedules import utc_schedule
 
 VALIDATION_CRON = "0 2 * * *"
 """After the nightly backfill (01:15 UTC), so reconciliation sees yesterday's partition."""
@@ -23,13 +24,8 @@ def _quality_definitions() -> Definitions:
         description="Run every data-quality check: GX suites, reconciliation, dead letters, state.",
         tags={VALIDATION_TAG: "true"},
     )
-    schedule = ScheduleDefinition(
-        name=VALIDATION_SCHEDULE,
-        job=validation_job,
-        cron_schedule=VALIDATION_CRON,
-        execution_timezone="UTC",
-        default_status=DefaultScheduleStatus.RUNNING,
-        description="Nightly validation run (all asset checks).",
+    schedule = utc_schedule(
+        VALIDATION_SCHEDULE, validation_job, VALIDATION_CRON, "Nightly validation run (all asset checks)."
     )
     return Definitions(
         assets=assets,

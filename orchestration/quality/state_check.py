@@ -23,6 +23,7 @@ from orchestration.quality.state_census import StateCensus, take_census
 from orchestration.quality.suites import state_expectations
 from pipelines.batch.pipelines import BatchPipeline
 from pipelines.jobs.keys import SEPARATOR
+from pipelines.streams.compaction import compacted_upto
 from pipelines.streams.spec import StreamSpec
 
 
@@ -48,8 +49,12 @@ def _state_keys(pipeline: BatchPipeline, rows: pd.DataFrame) -> pd.Series:
 
 
 def results_complete(results_table: str, batch: int) -> bool:
-    """Whether the stream finished writing batch `batch`'s results (Spark's _SUCCESS marker)."""
-    return (Path(results_table) / f"batch_id={batch}" / "_SUCCESS").exists()
+    """Whether the stream finished writing batch `batch`'s results: Spark's _SUCCESS marker, or the
+    batch was folded into a compacted folder (only committed batches are)."""
+    if (Path(results_table) / f"batch_id={batch}" / "_SUCCESS").exists():
+        return True
+    upto = compacted_upto(results_table)
+    return upto is not None and batch <= upto
 
 
 def has_results(results_table: str) -> bool:

@@ -22,6 +22,7 @@ import psutil
 from orchestration.stack.errors import BrokerNotAnsweringError, PortTakenError, StackError
 from orchestration.stack.jvm import JvmLayout, classpath, require_tool
 from orchestration.stack.kafka_listeners import listener_ports, listener_properties
+from orchestration.stack.log_files import rotate
 from pipelines.settings import KafkaConnection, KafkaSettings, kafka_connection
 
 BROKER_MAIN_CLASS = "kafka.Kafka"
@@ -180,7 +181,9 @@ class KafkaBroker:
 
     def _spawn(self, java: str) -> subprocess.Popen:
         command = self._java_command(java, BROKER_MAIN_CLASS, str(self.paths.config_file))
-        with open(self.paths.console_log, "ab") as console:
+        # One file per start (the previous ones rotated to console.log.1..N): never appended forever.
+        rotate(self.paths.console_log)
+        with open(self.paths.console_log, "wb") as console:
             # A new session, so the broker outlives the CLI and a Ctrl-C in the shell.
             return subprocess.Popen(
                 command, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True

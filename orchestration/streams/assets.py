@@ -31,6 +31,21 @@ class StreamRunConfig(Config):
         None, description="Stop by itself after this long (None: run until terminated)."
     )
     input_topic: str | None = Field(None, description="Input topic; default the stream's own.")
+    compact_every_batches: int | None = Field(
+        None, ge=0, description="Compact the results every N batches (0: never; None: StreamSpec's default, 100)."
+    )
+    bronze_retention_days: int | None = Field(
+        None, ge=1, description="Days of bronze archive kept (None: StreamSpec's default, 7)."
+    )
+
+
+def retention_options(config: StreamRunConfig) -> dict[str, int]:
+    """The disk-retention options the run config sets (the others keep StreamSpec's defaults)."""
+    options = {
+        "compact_every_batches": config.compact_every_batches,
+        "bronze_retention_days": config.bronze_retention_days,
+    }
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
@@ -59,6 +74,7 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
             channels=config.channels,
             trigger_seconds=config.trigger_seconds,
             max_offsets_per_trigger=config.max_offsets_per_trigger,
+            **retention_options(config),
         )
         refuse_if_held(spec)  # before the Spark session: a second writer fails at once
         service = StreamService(spark.spark_session, spec)

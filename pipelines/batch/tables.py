@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 DATE_FORMAT = "%Y-%m-%d"
+EXPIRED_PREFIX = ".expired-"
 
 
 def parse_day(text: str) -> dt.date:
@@ -58,6 +60,36 @@ def batch_days(bronze_table: str) -> dict[int, set[dt.date]]:
         for batch in bronze_batches(bronze_table, day):
             days.setdefault(batch, set()).add(day)
     return days
+
+
+def first_day_of(bronze_table: str) -> Callable[[int], dt.date | None]:
+    """batch id -> the first day the bronze archive holds rows of it (None: no rows archived).
+    Lists the day folders once; then one `stat` per day and batch asked about."""
+    days = bronze_days_listed(bronze_table)
+
+    def first_day(batch: int) -> dt.date | None:
+        return next((d for d in days if (day_folder(bronze_table, d) / f"batch_id={batch}").is_dir()), None)
+
+    return first_day
+
+
+def bronze_days_listed(bronze_table: str) -> list[dt.date]:
+    """The days of the archive's `date=` folders, oldest first (without looking inside them)."""
+    return sorted(parse_day(d) for d in _partition_values(Path(bronze_table), "date"))
+
+
+def expire_days(bronze_table: str, oldest_kept: dt.date) -> list[dt.date]:
+    """Delete the archive's days before `oldest_kept`; the days deleted. Each day is first renamed
+    to a hidden name (readers never see half a day), then deleted; `.expired-*` leftovers of a
+    killed run go too."""
+    root = Path(bronze_table)
+    expired = [d for d in bronze_days_listed(bronze_table) if d < oldest_kept]
+    for day in expired:
+        folder = day_folder(bronze_table, day)
+        folder.rename(folder.with_name(f"{EXPIRED_PREFIX}{folder.name}"))
+    for leftover in root.glob(f"{EXPIRED_PREFIX}*") if root.is_dir() else []:
+        shutil.rmtree(leftover, ignore_errors=True)
+    return expired
 
 
 def read_bronze_day(spark: SparkSession, bronze_table: str, day: dt.date, schema: T.StructType) -> DataFrame:

@@ -88,6 +88,11 @@ class StreamFiles:
         planned = self._batch_ids("offsets")
         return planned[-1] if planned else None
 
+    def newest_committed_batch(self) -> int | None:
+        """The newest batch the query committed (None: none yet)."""
+        committed = self._batch_ids("commits")
+        return committed[-1] if committed else None
+
     def batch_in_flight(self) -> int | None:
         """The id of a batch whose offsets are planned but not committed (a stop mid-batch)."""
         planned, committed = self._batch_ids("offsets"), self._batch_ids("commits")

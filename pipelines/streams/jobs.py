@@ -26,6 +26,8 @@ class BatchPlan:
 
 class JobLogic(Protocol):
     result_key: str
+    result_key_columns: tuple[str, ...]
+    """The results table's key: a key's newest row is its current value."""
 
     def parse(self, raw: DataFrame) -> DataFrame:
         """Raw Kafka rows (probes excluded) with `reject_reason` null for good rows."""
@@ -42,6 +44,7 @@ class JobLogic(Protocol):
 
 class WordCountLogic:
     result_key = "word"
+    result_key_columns = ("word",)
 
     def parse(self, raw: DataFrame) -> DataFrame:
         return wordcount.parse_lines(raw)
@@ -60,6 +63,7 @@ class WordCountLogic:
 
 class AdClicksLogic:
     result_key = "campaign_id"
+    result_key_columns = ("campaign_id", "window_start")
 
     def __init__(self, spec: StreamSpec) -> None:
         self.window_seconds = spec.window_seconds

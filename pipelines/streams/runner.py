@@ -31,7 +31,7 @@ from elasticity.state import HistoryBackend, Int64Codec, Location
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected, write_dead_letters
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
-from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics
+from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics, retention_configs
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, next_layout_of
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
@@ -39,6 +39,7 @@ from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
 from pipelines.streams.metrics_publisher import MetricsPublisher
 from pipelines.streams.spec import StreamSpec
+from pipelines.streams.table_retention import TableRetention
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class ElasticStream:
         )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
         self.control = ControlChannel(self.spec.control_dir)
+        self.retention = TableRetention(self.spark, self.spec, self.logic.result_key_columns)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -106,8 +108,16 @@ class ElasticStream:
         ensure_topics(
             self.spec.kafka,
             [
-                TopicSpec(name=self.spec.results_topic, partitions=4),
-                TopicSpec(name=self.spec.dead_letter_topic, partitions=1),
+                TopicSpec(
+                    name=self.spec.results_topic,
+                    partitions=4,
+                    configs=retention_configs(self.spec.results_topic_retention_hours),
+                ),
+                TopicSpec(
+                    name=self.spec.dead_letter_topic,
+                    partitions=1,
+                    configs=retention_configs(self.spec.dead_letter_retention_hours),
+                ),
                 TopicSpec(name=self.spec.metrics_topic, partitions=1, configs=METRICS_TOPIC_CONFIGS),
             ],
         )
@@ -117,6 +127,7 @@ class ElasticStream:
             self.registry.initialize(Layout.uniform(self.spec.channels))
             self.check_checkpoint()
             recovered = self.migrator().recover()
+            self.retention.recover()
         except BaseException:
             self._release_lease()
             raise
@@ -188,6 +199,10 @@ class ElasticStream:
         context.rescale = self._apply_pending_rescale(batch_id)
         context.phase_ms["rescale"] = (time.perf_counter() - context.started) * 1000
         context.layout = self.registry.routing_layout()
+        if self.retention.due(batch_id):
+            started = time.perf_counter()
+            self.retention.run(batch_id)
+            context.phase_ms["compact"] = (time.perf_counter() - started) * 1000
         context.raw = raw = raw.persist()
         try:
             metrics = self._run_batch(raw, context)

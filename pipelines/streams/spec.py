@@ -49,6 +49,24 @@ class StreamSpec(BaseModel):
         description="Tasks that route a batch's pre-aggregated deltas to the channels (None: Spark's default "
         "parallelism, i.e. the cores; more tasks than cores only add per-task overhead to every batch).",
     )
+    compact_every_batches: int = Field(
+        100,
+        ge=0,
+        description="Every N batches, fold the committed batches' results and late folders into one folder per "
+        "bronze day (bounds the folders; the time shows in the batch's phase_ms 'compact'). 0: never.",
+    )
+    bronze_retention_days: int = Field(
+        7,
+        ge=1,
+        description="Days of the bronze archive kept for backfills (by the archive's `date`, UTC); older days "
+        "are deleted at each compaction.",
+    )
+    results_topic_retention_hours: float = Field(
+        168, gt=0, description="Retention of the `<name>.results` topic, set when the stream creates it."
+    )
+    dead_letter_retention_hours: float = Field(
+        168, gt=0, description="Retention of the `<name>.dlq` dead-letter topic, set when the stream creates it."
+    )
     window_seconds: int = Field(10, ge=1, description="adclicks: tumbling event-time window length.")
     watermark_seconds: int = Field(30, ge=0, description="adclicks: allowed lateness behind the max event time seen.")
     max_event_time_ahead_s: int = Field(

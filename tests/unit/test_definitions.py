@@ -46,3 +46,27 @@ def test_resize_runs_whose_process_died_are_failed_by_run_monitoring():
     assert RESIZE_MAX_WAIT_S < RESIZE_MAX_RUNTIME_S
     with pytest.raises(ValidationError):
         LayoutConfig(target={"op": "scale_to", "channels": 2}, timeout_s=RESIZE_MAX_RUNTIME_S)
+
+
+def test_instance_config_purges_old_ticks(tmp_path):
+    # A sensor ticking every few seconds writes ~20,000 ticks a day; without a `retention:` block
+    # the daemon keeps every one of them.
+    from dagster import DagsterInstance
+    from dagster._core.scheduler.instigation import InstigatorType, TickStatus
+
+    from orchestration.stack.dagster_home import prepare_dagster_home
+    from pipelines.settings import EspSettings
+    from tests.conftest import REPO_ROOT
+
+    settings = EspSettings(project_root=REPO_ROOT, run_dir_name=str(tmp_path / "run"))
+    home = prepare_dagster_home(settings)
+    config = yaml.safe_load((home / "dagster.yaml").read_text())
+    for kind in ("schedule", "sensor"):
+        assert config["retention"][kind]["purge_after_days"]["success"] == 7
+    instance = DagsterInstance.from_config(str(home))
+    try:
+        settings_by_status = instance.get_tick_retention_settings(InstigatorType.SENSOR)
+        assert settings_by_status[TickStatus.SKIPPED] == 1
+        assert settings_by_status[TickStatus.SUCCESS] == 7
+    finally:
+        instance.dispose()

@@ -1,0 +1,80 @@
+"""Run retention: Dagster purges old schedule and sensor ticks itself (`retention:` in
+infra/dagster.yaml) but never runs and their event logs. A daily schedule launches
+`run_retention_job`, which deletes finished runs older than a configured age.
+
+Never deleted: a run that has not ended (queued, starting, started: the stream's long-running
+run among them), and the newest run of each stream, which its supervisor reads to decide on a
+restart and its back-off.
+"""
+
+import datetime as dt
+
+from dagster import (
+    Config,
+    DagsterInstance,
+    DagsterRunStatus,
+    OpExecutionContext,
+    RunsFilter,
+    job,
+    op,
+)
+from pydantic import Field
+
+from orchestration.names import RUN_RETENTION_JOB, RUN_RETENTION_SCHEDULE, STREAM_TAG
+from orchestration.schedules import utc_schedule
+
+FINISHED_STATUSES = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+RUN_RETENTION_CRON = "45 2 * * *"
+
+
+class RunRetentionConfig(Config):
+    max_age_days: float = Field(7.0, gt=0, description="Finished runs last updated longer ago than this are deleted.")
+    max_runs: int = Field(
+        5000, ge=1, description="At most this many runs deleted per run of the job (the rest next time)."
+    )
+
+
+def delete_old_runs(instance: DagsterInstance, config: RunRetentionConfig, now: dt.datetime | None = None) -> list[str]:
+    """Delete the finished runs (and their event logs) older than `config.max_age_days`; their ids."""
+    now = now or dt.datetime.now(dt.UTC)
+    cutoff = now - dt.timedelta(days=config.max_age_days)
+    old = instance.get_runs(
+        filters=RunsFilter(statuses=list(FINISHED_STATUSES), updated_before=cutoff), limit=config.max_runs
+    )
+    kept = _newest_stream_runs(instance)
+    deleted = []
+    for run in old:
+        if run.run_id not in kept and run.status in FINISHED_STATUSES:
+            instance.delete_run(run.run_id)
+            deleted.append(run.run_id)
+    return deleted
+
+
+def _newest_stream_runs(instance: DagsterInstance) -> set[str]:
+    """The newest run of every catalogued stream (whatever its status)."""
+    from orchestration.streams.catalog import STREAMS
+
+    newest = set()
+    for entry in STREAMS:
+        runs = instance.get_runs(filters=RunsFilter(tags={STREAM_TAG: entry.name}), limit=1)
+        newest.update(run.run_id for run in runs)
+    return newest
+
+
+@op(description="Delete finished runs older than the configured age, with their event logs.")
+def delete_old_runs_op(context: OpExecutionContext, config: RunRetentionConfig) -> None:
+    deleted = delete_old_runs(context.instance, config)
+    context.log.info("deleted %d finished run(s) older than %s day(s)", len(deleted), config.max_age_days)
+
+
+@job(name=RUN_RETENTION_JOB, description="Delete finished Dagster runs older than a configured age.")
+def run_retention_job() -> None:
+    delete_old_runs_op()
+
+
+run_retention_schedule = utc_schedule(
+    RUN_RETENTION_SCHEDULE,
+    run_retention_job,
+    RUN_RETENTION_CRON,
+    "Every night, delete finished runs older than 7 days (the job's config sets the age).",
+)
