@@ -360,7 +360,11 @@ class Soak:
         self.keep_running = threading.Event()
         self.monitor_stop = threading.Event()
         first = self.streams[0].job
-        self.room = ControlRoom(options.folder, options.config, first.name, first.topic) if options.dagster else None
+        self.room = (
+            ControlRoom(options.folder, options.config, first.name, first.topic, run_retention_s=options.retention_s)
+            if options.dagster
+            else None
+        )
         # The oracle: each stream's input and dead letters, read while they are written.
         self.expected = {s.job.name: Expected() for s in self.streams}
         self.dead_letters: dict[str, dict[str, str]] = {s.job.name: {} for s in self.streams}

@@ -48,6 +48,30 @@ defs = Definitions.merge(
 )
 """
 
+# An endurance run's control room also deletes its finished runs, as production's nightly
+# run-retention schedule does, only every 5 minutes and with the run's retention as the age.
+RETENTION_TEMPLATE = """
+from dagster import DefaultScheduleStatus, ScheduleDefinition
+
+from orchestration.platform.run_retention import delete_old_runs_op, run_retention_job
+
+defs = Definitions.merge(
+    defs,
+    Definitions(
+        jobs=[run_retention_job],
+        schedules=[
+            ScheduleDefinition(
+                name="soak_run_retention",
+                job=run_retention_job,
+                cron_schedule="*/5 * * * *",
+                default_status=DefaultScheduleStatus.RUNNING,
+                run_config={{"ops": {{delete_old_runs_op.name: {{"config": {{"max_age_days": {days!r}}}}}}}}},
+            )
+        ],
+    ),
+)
+"""
+
 LAUNCH = """
 mutation($params: ExecutionParams!) {
   launchRun(executionParams: $params) {
@@ -93,8 +117,11 @@ def _cmdline(process: psutil.Process) -> str:
 class ControlRoom:
     """`dagster dev` for one soaked stream, in its own process group, on 127.0.0.1."""
 
-    def __init__(self, folder: Path, config: Path, stream: str, topic: str) -> None:
+    def __init__(
+        self, folder: Path, config: Path, stream: str, topic: str, run_retention_s: float | None = None
+    ) -> None:
         self.folder, self.config, self.stream, self.topic = folder, config, stream, topic
+        self.run_retention_s = run_retention_s
         self.log = folder / "dagster.log"
         self.defs = folder / "soak_defs.py"
         self.port = _free_port()
@@ -110,7 +137,10 @@ class ControlRoom:
 
         settings = load_settings(self.config)
         prepare_dagster_home(settings)
-        self.defs.write_text(DEFS_TEMPLATE.format(name=self.stream, topic=self.topic, config=str(self.config)))
+        defs = DEFS_TEMPLATE.format(name=self.stream, topic=self.topic, config=str(self.config))
+        if self.run_retention_s is not None:
+            defs += RETENTION_TEMPLATE.format(days=self.run_retention_s / 86_400)
+        self.defs.write_text(defs)
         dagster = str(Path(sys.executable).parent / "dagster")
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(

@@ -8,6 +8,7 @@ restart and its back-off.
 """
 
 import datetime as dt
+import os
 
 from dagster import (
     Config,
@@ -46,8 +47,19 @@ def delete_old_runs(instance: DagsterInstance, config: RunRetentionConfig, now: 
     for run in old:
         if run.run_id not in kept and run.status in FINISHED_STATUSES:
             instance.delete_run(run.run_id)
+            _delete_run_files(instance, run.run_id)
             deleted.append(run.run_id)
     return deleted
+
+
+def _delete_run_files(instance: DagsterInstance, run_id: str) -> None:
+    """What `delete_run` leaves on disk: the run's captured stdout/stderr, and with SQLite
+    storage its event log's own database file (emptied, never removed): one of each per run,
+    so a sensor launching runs all day would grow DAGSTER_HOME without bound."""
+    instance.compute_log_manager.delete_logs(prefix=[run_id])
+    shard_path = getattr(instance.event_log_storage, "path_for_shard", None)
+    if shard_path is not None and os.path.exists(path := shard_path(run_id)):
+        os.remove(path)
 
 
 def _newest_stream_runs(instance: DagsterInstance) -> set[str]:

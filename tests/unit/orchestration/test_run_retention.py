@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
@@ -41,3 +42,23 @@ def test_the_code_location_schedules_the_run_retention_job():
     schedule = defs.resolve_schedule_def(RUN_RETENTION_SCHEDULE)
     assert schedule.job_name == RUN_RETENTION_JOB and schedule.default_status.value == "RUNNING"
     assert defs.resolve_job_def(RUN_RETENTION_JOB) is not None
+
+
+def test_a_deleted_run_leaves_neither_its_logs_nor_its_event_database(tmp_path):
+    from dagster import job, op
+
+    @op
+    def says_hello(context) -> None:
+        print("hello")  # captured into the run's compute logs
+
+    @job
+    def hello() -> None:
+        says_hello()
+
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        run_id = hello.execute_in_process(instance=instance).run_id
+        run_files = [tmp_path / "storage" / run_id, Path(instance.event_log_storage.path_for_shard(run_id))]
+        assert all(p.exists() for p in run_files)  # its compute logs and its event database
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(days=8)
+        assert delete_old_runs(instance, RunRetentionConfig(max_age_days=7), now=later) == [run_id]
+        assert not any(p.exists() for p in run_files)
