@@ -27,6 +27,8 @@ def make_evaluation(
     ready_down: bool = True,
     draining: bool = False,
     layout_epoch: int = 0,
+    saturated: bool = False,
+    settling: bool = False,
 ) -> Evaluation:
     """An evaluation as the detectors would produce it; per-channel arrays follow the given sets."""
     over = np.zeros(channels, dtype=bool)
@@ -60,6 +62,8 @@ def make_evaluation(
             draining=draining,
         ),
         timeout_in_window=False,
+        saturated=saturated,
+        settling=settling,
     )
 
 

@@ -48,11 +48,14 @@ def test_p1_congested_without_history_scales_out_at_least_one_level():
 
 
 def test_p6_jumps_to_the_level_the_measured_capacity_needs():
-    # 8 saturated channels do 8000 rec/s (1000 each); 30000 rec/s arrive: 30000/(1000*0.7) = 43 -> 48.
-    ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=8000.0, input_rate_rps=30000.0)
+    # 8 saturated channels do 8000 rec/s (1000 each); 30000 rec/s arrive: 30000/(1000*0.7) = 42.9,
+    # plus the 60000 records of lag drained in 20 s at 1000 each = 3 -> 45.9 -> level 48.
+    ev = make_evaluation(
+        8, congested=True, overloaded=range(8), throughput_rps=8000.0, input_rate_rps=30000.0, saturated=True
+    )
     state, decision = controller().decide(state_with(), ev, 100.0)
     assert decision.action == "scale_out" and decision.rule == "P1+P6" and decision.to_channels == 48
-    assert state.channel_capacity_rps == 1000.0
+    assert state.channel_capacity_rps == 1000.0 and state.capacity_samples_rps == [1000.0]
 
 
 def test_p1_holds_when_history_shows_the_higher_level_did_not_raise_throughput():
@@ -223,7 +226,9 @@ def test_bounds_hold_at_the_maximum_and_the_minimum():
     assert decision.action == "none" and decision.rule == "bounds"
     _, decision = controller().decide(state_with(), make_evaluation(1, underloaded=[0]), 1.0)
     assert decision.action == "none" and decision.rule == "bounds"
-    ev = make_evaluation(4, congested=True, overloaded=range(4), throughput_rps=4000.0, input_rate_rps=1e6)
+    ev = make_evaluation(
+        4, congested=True, overloaded=range(4), throughput_rps=4000.0, input_rate_rps=1e6, saturated=True
+    )
     _, decision = controller(max_channels=40).decide(state_with(), ev, 1.0)
     assert decision.to_channels == 40
 
