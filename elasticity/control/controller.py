@@ -23,8 +23,8 @@ period. The order of reasoning follows Gedik's flowchart:
 
 The capacity estimate comes only from saturated periods (a backlog of a period's work
 throughout, `Evaluation.saturated`): the mean of the recent samples less one standard
-deviation, never below what the channels demonstrably processed in any undisturbed period (a
-lower bound, the only thing an unsaturated period tells).
+deviation. An unsaturated period only raises a lower bound (what the channels demonstrably
+processed), which replaces the estimate when it exceeds every saturated sample.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class ControllerState(BaseModel):
     channel_capacity_rps: float | None = Field(
         None,
         description="Records/s one channel processes, as decisions use it: the saturated samples' mean less one "
-        "standard deviation, raised to the lower bound; None until a saturated period was seen.",
+        "standard deviation (the lower bound instead when it exceeds every sample); None until a saturated period.",
     )
     capacity_samples_rps: list[float] = Field(
         default_factory=list, description="Per-channel throughput of the recent saturated periods, oldest first."
@@ -224,8 +224,10 @@ def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -
     floor = max(state.capacity_floor_rps or 0.0, demonstrated) or None
     # A cursor from before the samples were kept has an estimate but no samples: keep it.
     capacity = capacity_from_samples(samples)[0] if samples else state.channel_capacity_rps
-    if capacity is not None and floor is not None and floor > capacity:
-        # The channels did more than the estimate says they can: the estimate is low.
+    highest = max(samples) if samples else capacity
+    if capacity is not None and highest is not None and floor is not None and floor > highest:
+        # The channels did more than any saturated period showed (a cold start, a measurement
+        # caught mid-batch): the samples are stale, the lower bound is the better estimate.
         capacity = floor
     return state.model_copy(
         update={"capacity_samples_rps": samples, "capacity_floor_rps": floor, "channel_capacity_rps": capacity}
@@ -277,8 +279,8 @@ class ScalingController:
                 now_s,
                 channels,
                 "settling",
-                f"the last rescale paused processing for {evaluation.rescale_pause_s:.1f} s; its pause and settling "
-                "are not evidence",
+                f"the last rescale paused processing ({evaluation.rescale_pause_s:.1f} s so far); its pause and the "
+                "settling after it are not evidence",
                 {},
             )
         if not evaluation.ready_up:

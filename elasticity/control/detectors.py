@@ -213,7 +213,7 @@ class SignalWindows:
         if self.resumed_at_s is None:
             idle = snapshot.total_throughput_rps <= 0
             if idle and at - self.rescaled_at_s <= options.max_pause_s:
-                return replace(timed, paused_until_s=at), True
+                return replace(timed, paused_until_s=at, pause_s=at - self.rescaled_at_s), True
             last_idle = self.paused_until_s if self.paused_until_s is not None else self.rescaled_at_s
             pause = last_idle - self.rescaled_at_s
             if idle:  # idle beyond max_pause_s: stalled, not paused; judge it from now on

@@ -128,3 +128,38 @@ def test_clocks():
         clock.advance(-1.0)
     system = SystemClock()
     assert system.now() <= system.now()
+
+
+def test_the_pause_of_a_scale_out_is_not_read_as_a_scale_out_that_lost_throughput():
+    # 4 saturated channels scale out to 16 at t=2; the rescale then stops processing for 5 s
+    # (0 rec/s while the lag grows), and the 16 channels drain the backlog afterwards. The pause
+    # is not P5's "the level above did no better" and the stage is not scaled back in.
+    # No cooldown: nothing but the masking of the pause and settling keeps P5 from deciding.
+    options = ControlOptions(controller=ControllerOptions(max_channels=64, cooldown_s=0.0))
+    before = congested_script(ticks=3)
+    paused = [
+        make_snapshot(
+            3.0 + t, [3.0 + t] * 16, [0.0] * 16, input_rate_rps=8000.0, lag=20000.0 + 8000 * t, layout_epoch=1
+        )
+        for t in range(5)
+    ]
+    drain = [
+        make_snapshot(
+            8.0 + t,
+            [0.05 + max(0.0, 52000.0 - 8000 * t) / 16000] * 16,
+            [1000.0] * 16,
+            input_rate_rps=8000.0,
+            lag=max(0.0, 52000.0 - 8000 * t),
+            layout_epoch=1,
+        )
+        for t in range(20)
+    ]
+    state = LoopState.from_json(None, options)
+    decisions = []
+    for snapshot in before + paused + drain:
+        state, evaluation, decision = control_step(options, state, snapshot, snapshot.time_s)
+        decisions.append(decision)
+    assert [(d.action, d.to_channels) for d in decisions if d.is_rescale] == [("scale_out", 16)]
+    # t=3..7 paused, t=8 resumed (holds the pause's end), t=9..13 settle (1 x the 5 s pause).
+    assert {d.rule for d in decisions[3:14]} == {"settling"} and decisions[14].rule == "warmup"
+    assert evaluation.rescale_pause_s == 5.0
