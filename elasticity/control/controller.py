@@ -15,10 +15,11 @@ period. The order of reasoning follows Gedik's flowchart:
 3. congested: a minority of channels overloaded while the rest are fine is key skew, so split
    the hottest one; otherwise P5 (remote congestion: the level above did not raise throughput
    over the level below, go back down) or P1 (scale up, unless history at the higher level shows
-   no gain) with P6 rapid scaling (jump to the channel count the per-channel capacity estimate
-   says is needed, input / (capacity x scale_out_utilization), not just the next level);
-4. not congested: P2 (scale down to the count whose estimated utilization fits, or, with no
-   capacity measured yet, one level when most channels are underloaded; never into a level
+   no gain) with P6 rapid scaling (jump to the level covering the channels the per-channel
+   capacity estimate says are needed, input / (capacity x scale_out_utilization) plus what
+   drains the backlog in drain_target_s, not just the next level);
+4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
+   no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel.
 
 The capacity estimate comes only from saturated periods (a backlog of a period's work
