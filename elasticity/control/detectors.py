@@ -133,16 +133,20 @@ def _drain_seconds(lag_records: float, throughput_rps: float | None) -> float:
     return lag_records / throughput_rps
 
 
-def saturated_period(lag_before: float, lag_after: float, throughput_rps: float, period_s: float) -> bool:
-    """Whether a period's throughput is what the stage can do: a backlog of at least the period's
-    work at its start and at its end, so the channels never ran out of input.
+def saturated_period(
+    lag_before: float, lag_after: float, throughput_rps: float, period_s: float, min_backlog_periods: float
+) -> bool:
+    """Whether a period's throughput is what the stage can do: a backlog throughout it (at least
+    `min_backlog_periods` of the period's work at its start and at its end) that did not shrink,
+    so the channels never ran out of input.
 
-    A congestion found while the input rises reads a throughput bounded by the input (the lag
-    grows because the batches trail the input, not because the channels are full); only a
-    backlog that covers the whole period's work rules that out.
+    A congestion found while the input rises can read a throughput bounded by the input, not by
+    the channels (micro-batches trail the input and their lag is a sawtooth of about a batch);
+    only a backlog that stays above that bound rules it out.
     """
     work = throughput_rps * period_s
-    return work > 0 and min(lag_before, lag_after) >= work
+    backlog = min(lag_before, lag_after)
+    return work > 0 and backlog > 0 and backlog >= min_backlog_periods * work and lag_after >= lag_before
 
 
 def _push_row(window: np.ndarray, row: np.ndarray) -> np.ndarray:
@@ -329,6 +333,7 @@ def evaluate(
             float(windows.lag[-1]),
             snapshot.total_throughput_rps,
             snapshot.time_s - previous_time_s,
+            options.congestion.saturation_backlog_periods,
         )
     )
 

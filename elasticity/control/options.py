@@ -83,6 +83,14 @@ class CongestionOptions(_Options):
         "and draining lags never count.",
     )
     threshold: float = Field(0.6, gt=0, le=1, description="Congested when the congestion index is at least this.")
+    saturation_backlog_periods: float = Field(
+        1.0,
+        gt=0,
+        description="A period is saturated (its throughput is what the channels can do, the only kind the capacity "
+        "estimate takes) when the lag at its start and at its end is at least this many periods of the stage's work "
+        "and did not shrink. Below 1, a micro-batch stream's lag (a sawtooth of about one batch even when it keeps "
+        "up) or a lag that merely trails a rising input would pass for a backlog.",
+    )
     drain_tolerance: float = Field(
         0.1,
         ge=0,

@@ -192,14 +192,19 @@ def test_the_first_layout_is_never_masked_even_before_its_first_batch_finished()
     assert not ev.settling and ev.ready_up and ev.congested
 
 
-def test_a_period_is_saturated_only_with_a_backlog_of_its_work_at_both_ends():
-    assert saturated_period(lag_before=4000.0, lag_after=9000.0, throughput_rps=400.0, period_s=10.0)
+def test_a_period_is_saturated_only_with_a_backlog_throughout_that_does_not_shrink():
+    one_period = 1.0  # the default
+    assert saturated_period(4000.0, 9000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=one_period)
     # The input rises faster than the batches follow: the lag grows, but it never held a
-    # period's work, so the throughput is bounded by the input, not by the channels.
-    assert not saturated_period(lag_before=100.0, lag_after=3000.0, throughput_rps=400.0, period_s=10.0)
-    assert not saturated_period(lag_before=9000.0, lag_after=100.0, throughput_rps=400.0, period_s=10.0)
-    assert not saturated_period(lag_before=9000.0, lag_after=9000.0, throughput_rps=0.0, period_s=10.0)
-    rising = [make_snapshot(t, [0.1, 0.1], [200.0, 200.0], input_rate_rps=600.0, lag=150.0 * t) for t in range(4)]
+    # period's work, so the throughput may be bounded by the input, not by the channels.
+    assert not saturated_period(100.0, 3000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=one_period)
+    assert saturated_period(500.0, 3000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=0.1)
+    # A backlog that drains, or nothing processed, says nothing about capacity.
+    assert not saturated_period(9000.0, 5000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=0.1)
+    assert not saturated_period(9000.0, 9000.0, throughput_rps=0.0, period_s=10.0, min_backlog_periods=0.1)
+    # In the windows (one period by default): a lag that grows but stays under the 400 records
+    # a period does is no backlog; once it holds more, the period is saturated.
+    rising = [make_snapshot(t, [0.1, 0.1], [200.0, 200.0], input_rate_rps=600.0, lag=100.0 * t) for t in range(4)]
     _, ev = run(rising)
     assert ev.congested and not ev.saturated
     backlog = [
