@@ -41,6 +41,12 @@ def simulate_command(
     layout: str = typer.Option("uniform", "--layout", help="uniform | skewed (one hot channel)."),
     rescale_pause: float = typer.Option(0.5, "--rescale-pause", min=0.0, help="Processing pause per rescale (s)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the arrival noise."),
+    channel_warmup: float = typer.Option(
+        0.0,
+        "--channel-warmup",
+        min=0.0,
+        help="Seconds a channel added by a rescale needs to reach the full service rate (starts at half).",
+    ),
 ) -> None:
     """Simulate the elastic controller on a trace; write JSON (+ PNG) and print the figures."""
     if layout not in ("uniform", "skewed"):
@@ -52,6 +58,7 @@ def simulate_command(
         service_rate_rps=service_rate or rate / max(1.0, channels_max / 2),
         rescale_pause_s=rescale_pause,
         seed=seed,
+        channel_warmup_s=channel_warmup,
     )
     control_options = ControlOptions(
         overload=OverloadOptions(max_latency_s=slo),
@@ -92,6 +99,9 @@ def simulate_command(
 
     figures["initial_channels"] = start_channels
     figures["layout"] = layout
+    figures["rescale_pause_s"] = rescale_pause
+    figures["channel_warmup_s"] = channel_warmup
+    figures["seed"] = seed
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(figures, indent=2))
     if png_path is not None:

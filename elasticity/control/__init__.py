@@ -9,7 +9,14 @@ Eq. 9 plans and the Eq. 10–11 prediction behind pre-scaling.
 """
 
 from elasticity.control.clock import Clock, ManualClock, SystemClock
-from elasticity.control.controller import ControllerState, LevelRecord, ReadyTick, ScalingController
+from elasticity.control.controller import (
+    ControllerState,
+    LevelRecord,
+    PendingRescale,
+    ReadyTick,
+    ScalingController,
+    SteadyInput,
+)
 from elasticity.control.decision import Action, Decision
 from elasticity.control.detectors import SignalWindows, evaluate
 from elasticity.control.levels import Levels, level_sequence
@@ -26,6 +33,7 @@ from elasticity.control.options import (
     ControllerOptions,
     ControlOptions,
     OverloadOptions,
+    SettlingOptions,
     UnderloadOptions,
 )
 from elasticity.control.signals import CongestionSignal, Evaluation, MetricsSnapshot
@@ -47,12 +55,15 @@ __all__ = [
     "ManualClock",
     "MetricsCollector",
     "MetricsSnapshot",
-    "ReadyTick",
     "OverloadOptions",
+    "PendingRescale",
+    "ReadyTick",
     "Realizer",
     "RecordingRealizer",
     "ScalingController",
+    "SettlingOptions",
     "SignalWindows",
+    "SteadyInput",
     "SystemClock",
     "UnderloadOptions",
     "control_step",

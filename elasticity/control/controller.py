@@ -5,7 +5,9 @@
 state in its cursor (`state.to_json()` / `ControllerState.from_json`). One call per sampling
 period. The order of reasoning follows Gedik's flowchart:
 
-1. cooldown / warm-up: no decision while the last rescale settles or the windows refill;
+1. in flight / cooldown / settling / warm-up: no decision while the last rescale is not yet
+   visible in the snapshots, cools down, pauses or settles (those periods are no evidence, see
+   `SignalWindows.settle`), or while the windows refill;
 2. detect a workload change from congestion flips and throughput changes between the last and
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
    history below), or from an input rate well below the one under which a lower level was
@@ -13,11 +15,17 @@ period. The order of reasoning follows Gedik's flowchart:
 3. congested: a minority of channels overloaded while the rest are fine is key skew, so split
    the hottest one; otherwise P5 (remote congestion: the level above did not raise throughput
    over the level below, go back down) or P1 (scale up, unless history at the higher level shows
-   no gain) with P6 rapid scaling (jump to the level the measured per-channel capacity says
-   is needed, not just the next one);
+   no gain) with P6 rapid scaling (jump to the level covering the channels the per-channel
+   capacity estimate says are needed, input / (capacity x scale_out_utilization) plus what
+   drains the backlog in drain_target_s, not just the next level);
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel.
+
+The capacity estimate comes only from saturated periods (a backlog of a period's work
+throughout, `Evaluation.saturated`): the mean of the recent samples less one standard
+deviation. An unsaturated period only raises a lower bound (what the channels demonstrably
+processed), which replaces the estimate when it exceeds every saturated sample.
 """
 
 from __future__ import annotations
@@ -59,6 +67,34 @@ class ReadyTick(BaseModel):
     time_s: float
 
 
+class PendingRescale(BaseModel):
+    """A rescale decided but not yet visible in the snapshots (the layout it changes is still reported)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    from_channels: int
+    to_channels: int
+    from_epoch: int
+    decided_at_s: float
+
+
+class SteadyInput(BaseModel):
+    """The band the input rate has stayed in (max within 1 + change factor of min) and since when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    since_s: float
+    low_rps: float
+    high_rps: float
+
+    def after(self, rate_rps: float, now_s: float, change_factor: float) -> SteadyInput:
+        """The band with this period's rate in it, or a new band from it if it leaves the band."""
+        low, high = min(self.low_rps, rate_rps), max(self.high_rps, rate_rps)
+        if high <= low * (1 + change_factor):
+            return SteadyInput(since_s=self.since_s, low_rps=low, high_rps=high)
+        return SteadyInput(since_s=now_s, low_rps=rate_rps, high_rps=rate_rps)
+
+
 class ControllerState(BaseModel):
     """Everything the controller remembers between ticks; JSON round-trips exactly."""
 
@@ -71,8 +107,18 @@ class ControllerState(BaseModel):
     )
     channel_capacity_rps: float | None = Field(
         None,
-        description="Records/s one saturated channel processes: measured at the last congestion, raised to any "
-        "higher per-channel throughput seen since.",
+        description="Records/s one channel processes, as decisions use it: the saturated samples' mean less one "
+        "standard deviation (the lower bound instead when it exceeds every sample); None until a saturated period.",
+    )
+    capacity_samples_rps: list[float] = Field(
+        default_factory=list, description="Per-channel throughput of the recent saturated periods, oldest first."
+    )
+    capacity_floor_rps: float | None = Field(
+        None, description="Lower bound: the highest per-channel throughput any undisturbed period showed."
+    )
+    pending: PendingRescale | None = Field(None, description="The rescale in flight, if any.")
+    steady_input: SteadyInput | None = Field(
+        None, description="The input's current steady phase (P2's dwell after costly rescales)."
     )
     cooldown_until_s: float | None = Field(None, description="No decision before this clock time.")
     decisions: int = Field(0, description="Rescale decisions taken so far.")
@@ -153,28 +199,40 @@ def forget_history(history: dict[int, LevelRecord], level: int, change: Workload
 
 
 def measured_capacity(evaluation: Evaluation) -> float:
-    """Per-channel capacity seen while congested: overloaded channels are saturated, so their
-    throughput is what one channel can do; without overloaded channels, the stage average."""
+    """Per-channel throughput of a saturated period: overloaded channels are the full ones, so
+    their throughput is what one channel can do; without overloaded channels, the stage average."""
     overloaded = evaluation.overloaded
     if overloaded.any():
         return float(np.mean(evaluation.latest_throughput_rps[overloaded]))
-    return evaluation.total_throughput_rps / max(1, evaluation.channels)
+    return float(np.sum(evaluation.latest_throughput_rps)) / max(1, evaluation.channels)
 
 
-def estimate_capacity(previous: float | None, evaluation: Evaluation) -> float | None:
-    """The per-channel capacity after this tick: measured when congested, raised to what the
-    channels just did whenever that is more (a channel that processed this much can)."""
-    capacity = previous
-    if evaluation.congested and (measured := measured_capacity(evaluation)) > 0:
-        # Nothing processed in the window (a long first batch still running) says nothing
-        # about capacity; a zero would disable P6 and P2's estimate until the next congestion.
-        capacity = measured
+def capacity_from_samples(samples: list[float]) -> tuple[float, float]:
+    """(estimate, spread) of the per-channel capacity: the samples' mean less one standard
+    deviation (never below the smallest sample), and that deviation."""
+    values = np.asarray(samples, dtype=np.float64)
+    spread = float(values.std())
+    return max(float(values.min()), float(values.mean()) - spread), spread
+
+
+def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -> ControllerState:
+    """Add this period to the capacity estimate: a sample if it was saturated (and processed
+    something: a window with nothing done says nothing), the lower bound in any case."""
+    samples = list(state.capacity_samples_rps)
+    if evaluation.saturated and (measured := measured_capacity(evaluation)) > 0:
+        samples = [*samples, measured][-keep:]
     demonstrated = evaluation.total_throughput_rps / max(1, evaluation.channels)
-    if capacity and demonstrated > capacity:
-        # A congestion caught while a batch was still running measures low, and a low
-        # estimate would hold P2 up for good.
-        capacity = demonstrated
-    return capacity
+    floor = max(state.capacity_floor_rps or 0.0, demonstrated) or None
+    # A cursor from before the samples were kept has an estimate but no samples: keep it.
+    capacity = capacity_from_samples(samples)[0] if samples else state.channel_capacity_rps
+    highest = max(samples) if samples else capacity
+    if capacity is not None and highest is not None and floor is not None and floor > highest:
+        # The channels did more than any saturated period showed (a cold start, a measurement
+        # caught mid-batch): the samples are stale, the lower bound is the better estimate.
+        capacity = floor
+    return state.model_copy(
+        update={"capacity_samples_rps": samples, "capacity_floor_rps": floor, "channel_capacity_rps": capacity}
+    )
 
 
 class ScalingController:
@@ -187,10 +245,44 @@ class ScalingController:
     # ------------------------------------------------------------------ entry point
     def decide(self, state: ControllerState, evaluation: Evaluation, now_s: float) -> tuple[ControllerState, Decision]:
         channels = evaluation.channels
+        if not evaluation.settling:
+            # Every undisturbed period counts, also while cooling down or refilling windows.
+            state = update_capacity(state, evaluation, self.options.capacity_samples)
+            rate = evaluation.input_rate_rps
+            steady_input = (
+                state.steady_input.after(rate, now_s, self.options.throughput_change_factor)
+                if state.steady_input is not None
+                else SteadyInput(since_s=now_s, low_rps=rate, high_rps=rate)
+            )
+            state = state.model_copy(update={"steady_input": steady_input})
+        pending = state.pending
+        if pending is not None:
+            if (evaluation.layout_epoch, channels) != (pending.from_epoch, pending.from_channels):
+                state = state.model_copy(update={"pending": None})  # the rescale is visible: it landed
+            elif now_s - pending.decided_at_s < self.options.rescale_timeout_s:
+                return state, self._none(
+                    now_s,
+                    channels,
+                    "in_flight",
+                    f"the rescale {pending.from_channels} -> {pending.to_channels} decided "
+                    f"{now_s - pending.decided_at_s:.1f} s ago is not visible yet; one rescale at a time",
+                    {},
+                )
+            else:
+                state = state.model_copy(update={"pending": None})  # presumed failed: decide again
         if state.cooldown_until_s is not None and now_s < state.cooldown_until_s:
             wait = state.cooldown_until_s - now_s
             return state, self._none(
                 now_s, channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {}
+            )
+        if evaluation.settling:
+            return state, self._none(
+                now_s,
+                channels,
+                "settling",
+                f"the last rescale paused processing ({evaluation.rescale_pause_s:.1f} s so far); its pause and the "
+                "settling after it are not evidence",
+                {},
             )
         if not evaluation.ready_up:
             return state, self._none(
@@ -230,7 +322,7 @@ class ScalingController:
         if reference is None and steady:
             reference = throughput
 
-        capacity = estimate_capacity(state.channel_capacity_rps, evaluation)
+        capacity = state.channel_capacity_rps
         state = state.model_copy(
             update={
                 "history": history,
@@ -238,7 +330,6 @@ class ScalingController:
                     level=level, channels=channels, throughput_rps=throughput, congested=congested, time_s=now_s
                 ),
                 "reference_throughput_rps": reference,
-                "channel_capacity_rps": capacity,
             }
         )
         signals = self._signals(evaluation, level, capacity, change)
@@ -247,8 +338,18 @@ class ScalingController:
         else:
             decision = self._when_not_congested(state, evaluation, level, now_s, signals)
         if decision.is_rescale:
+            pending = PendingRescale(
+                from_channels=channels,
+                to_channels=decision.to_channels,
+                from_epoch=evaluation.layout_epoch,
+                decided_at_s=now_s,
+            )
             state = state.model_copy(
-                update={"cooldown_until_s": now_s + self.options.cooldown_s, "decisions": state.decisions + 1}
+                update={
+                    "cooldown_until_s": now_s + self.options.cooldown_s,
+                    "decisions": state.decisions + 1,
+                    "pending": pending,
+                }
             )
         return state, decision
 
@@ -304,10 +405,10 @@ class ScalingController:
                 f"congested (index {ev.congestion.index:.2f}) but already at the maximum of {channels} channels",
                 signals,
             )
-        target_level = self._scale_out_level(state, ev, level)
-        if target_level <= level:
+        scale_to = self._scale_out_target(state, ev, level)
+        if scale_to is None:
             blocked = self._no_gain_level_above(state, level, ev.total_throughput_rps)
-            assert blocked is not None  # _scale_out_level only holds for a no-gain record
+            assert blocked is not None  # _scale_out_target only holds for a no-gain record
             rec = state.history[blocked]
             return self._none(
                 now_s,
@@ -318,20 +419,19 @@ class ScalingController:
                 f"hold at {channels}{forgot}",
                 signals,
             )
-        target = self.levels.channels_at(target_level)
-        jumped = self.levels.level_of(target) - level
+        jumped = self.levels.level_of(scale_to) - level
         rule = "P1+P6" if jumped > 1 else "P1"
         return self._decision(
             now_s,
             "scale_out",
             channels,
-            target,
+            scale_to,
             rule,
             signals,
             f"congested (index {ev.congestion.index:.2f}, lag {ev.congestion.lag_s:.1f} s of input, "
             f"{_seconds(ev.congestion.drain_s)} to drain, "
             f"{len(ev.overloaded_channels)} of {channels} channels overloaded) at {ev.input_rate_rps:,.0f} rec/s: "
-            f"scale out {jumped} level(s) to {target} channels{forgot}",
+            f"scale out {jumped} level(s) to {scale_to} channels{self._sized_text(state)}{forgot}",
         )
 
     def _skewed_channel(self, ev: Evaluation) -> int | None:
@@ -356,20 +456,34 @@ class ScalingController:
             return nearest
         return None
 
-    def _scale_out_level(self, state: ControllerState, ev: Evaluation, level: int) -> int:
-        """P1 + P6: at least one level up, as far as the capacity estimate needs, never into a level
-        that history shows gave no throughput gain."""
-        target = level + 1
-        capacity = state.channel_capacity_rps
-        if capacity and capacity > 0:
-            needed = ev.input_rate_rps / (capacity * self.options.scale_out_utilization)
-            target = max(target, self.levels.level_covering(needed))
-        target = min(target, self.levels.top)
+    def _scale_out_target(self, state: ControllerState, ev: Evaluation, level: int) -> int | None:
+        """P1 + P6: the level covering the channels the capacity estimate says the input needs at
+        scale_out_utilization (and to drain the backlog), at least the next level (just the next level
+        without an estimate); None (hold) when history shows a level above that gave no gain.
+
+        The jump is what the estimate supports, rounded up to the ladder: the history is kept per
+        level, and the rounding is headroom a stage rising in steps uses at once."""
         # Gedik looks one level up; with jumps, a no-gain record at ANY higher level means the
         # bottleneck is not here (remote), and every level between would be probed in vain.
         if self._no_gain_level_above(state, level, ev.total_throughput_rps) is not None:
-            return level
-        return target
+            return None
+        target = level + 1
+        capacity = state.channel_capacity_rps
+        if capacity and capacity > 0:
+            needed = self._channels_needed(ev, ev.input_rate_rps, capacity, self.options.scale_out_utilization)
+            target = max(target, self.levels.level_covering(needed))
+        return self.levels.channels_at(min(target, self.levels.top))
+
+    def _channels_needed(self, ev: Evaluation, rate_rps: float, capacity_rps: float, utilization: float) -> float:
+        """Channels that carry `rate_rps` at `utilization` and drain the backlog the rescale starts
+        with (the lag plus one measured pause of input) within drain_target_s."""
+        needed = rate_rps / (capacity_rps * utilization)
+        if self.options.drain_target_s is not None:
+            # Capacity beyond the input is what drains a backlog, and while it drains the SLO stays
+            # broken; the rescale's own pause adds its input to the lag.
+            backlog = ev.total_lag_records + ev.rescale_pause_s * rate_rps
+            needed += backlog / (self.options.drain_target_s * capacity_rps)
+        return needed
 
     def _no_gain_level_above(self, state: ControllerState, level: int, throughput: float) -> int | None:
         """The lowest level above ours recorded congested with no more throughput than we have now."""
@@ -392,12 +506,12 @@ class ScalingController:
                 now_s, channels, "bounds", f"not congested, already at the minimum of {channels} channels", signals
             )
 
-        target_level, why_not = self._scale_in_level(state, ev, level)
-        if target_level is not None:
-            target = self.levels.channels_at(target_level)
+        target, why_not = self._scale_in_target(state, ev, level)
+        if target is not None:
             capacity = state.channel_capacity_rps
             fit = (
                 f", estimated utilization {ev.recent_max_input_rate_rps / (target * capacity):.0%}"
+                f"{self._sized_text(state)}"
                 if capacity
                 else ", probing (no capacity measured yet)"
             )
@@ -427,39 +541,60 @@ class ScalingController:
             )
         return self._none(now_s, channels, "P2", f"not congested; {why_not}: hold at {channels}{forgot}", signals)
 
-    def _scale_in_level(self, state: ControllerState, ev: Evaluation, level: int) -> tuple[int | None, str]:
-        """P2: the lowest level below the current count that (a) the capacity estimate says fits
-        under scale_in_utilization (one level, Gedik's probe, if no capacity is known yet) and
-        (b) no history record on the way down shows congested. (None, why) when nothing fits."""
+    def _scale_in_target(self, state: ControllerState, ev: Evaluation, level: int) -> tuple[int | None, str]:
+        """P2: the lowest level below the current count that (a) the capacity estimate says carries
+        the recent input under scale_in_utilization and drains the backlog (one level, Gedik's
+        probe, if no capacity is known yet) and (b) no history record on the way down shows
+        congested. After a costly rescale, only once the input held steady long enough and for a
+        saving that pays the pause back (scale_in_dwell_factor). (None, why) when nothing fits."""
         counts = self.levels.counts
         highest_below = level if counts[level] < ev.channels else level - 1
         if highest_below < 0:
             return None, "no level below"
         capacity = state.channel_capacity_rps
         rate = ev.recent_max_input_rate_rps
+        dwell = self.options.scale_in_dwell_factor * ev.rescale_pause_s
+        if dwell > 0:
+            steady = state.steady_input
+            if steady is None or ev.time_s - steady.since_s < dwell:
+                return None, (
+                    f"the last rescale paused processing {ev.rescale_pause_s:.1f} s: scale in only after the input "
+                    f"held steady for {dwell:.0f} s"
+                )
+            rate = max(rate, steady.high_rps)
         if capacity and capacity > 0:
-            needed = rate / (capacity * self.options.scale_in_utilization)
-            target = self.levels.level_covering(needed)
-            if target > highest_below:
+            needed = counts[
+                self.levels.level_covering(self._channels_needed(ev, rate, capacity, self.options.scale_in_utilization))
+            ]
+            if dwell > 0 and needed > ev.channels * (1 - 1 / self.options.scale_in_dwell_factor):
+                return None, (
+                    f"{needed} channels would save less than {1 / self.options.scale_in_dwell_factor:.0%} of "
+                    f"{ev.channels}: not worth a {ev.rescale_pause_s:.1f} s pause"
+                )
+            if needed > counts[highest_below]:
                 lower = counts[highest_below]
                 return None, (
                     f"{lower} channels would run at {rate / (lower * capacity):.0%} "
                     f"(> {self.options.scale_in_utilization:.0%})"
                 )
+            target = needed
         elif float(np.mean(ev.underloaded)) > 0.5:
             # No capacity measured yet: Gedik's P2 would probe one level down on every tick that
             # is not congested; we probe only when eSault's underload says most channels are light,
             # so a freshly started, well-sized stage is not walked down into congestion.
-            target = highest_below
+            target = counts[highest_below]
         else:
             return None, "no capacity measured yet and the stage is not underloaded"
         congested_on_way = [
-            lvl for lvl in range(target, highest_below + 1) if (rec := state.history.get(lvl)) and rec.congested
+            lvl
+            for lvl in range(self.levels.level_of(target), highest_below + 1)
+            if (rec := state.history.get(lvl)) and rec.congested
         ]
         if congested_on_way:
-            target = max(congested_on_way) + 1
-            if target > highest_below:
-                return None, f"history shows {counts[target - 1]} channels congested"
+            above = max(congested_on_way) + 1
+            if above > highest_below:
+                return None, f"history shows {counts[above - 1]} channels congested"
+            target = counts[above]
         return target, ""
 
     def _lone_underloaded_channel(self, ev: Evaluation) -> int | None:
@@ -487,8 +622,20 @@ class ScalingController:
             "underloaded_channels": float(len(ev.underloaded_channels)),
             "max_latency_s": float(np.max(ev.latest_latency_s)),
             "channel_capacity_rps": float(capacity) if capacity else 0.0,
+            "saturated": float(ev.saturated),
             "workload_change": {"up": 1.0, "down": -1.0, "unknown": 0.0}[change],
         }
+
+    @staticmethod
+    def _sized_text(state: ControllerState) -> str:
+        samples = state.capacity_samples_rps
+        if not samples:
+            return ""
+        mean, spread = float(np.mean(samples)), float(np.std(samples))
+        return (
+            f" (capacity {state.channel_capacity_rps:,.0f} rec/s per channel: {mean:,.0f} +- {spread:,.0f} "
+            f"over {len(samples)} saturated period(s))"
+        )
 
     @staticmethod
     def _forgot_text(signals: dict[str, float]) -> str:

@@ -9,12 +9,18 @@ snapshot; `evaluate` runs all detectors and returns the `Evaluation` the control
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from elasticity.control.options import CongestionOptions, ControlOptions, OverloadOptions, UnderloadOptions
+from elasticity.control.options import (
+    CongestionOptions,
+    ControlOptions,
+    OverloadOptions,
+    SettlingOptions,
+    UnderloadOptions,
+)
 from elasticity.control.signals import BoolArray, CongestionSignal, Evaluation, FloatArray, MetricsSnapshot
 
 
@@ -127,6 +133,22 @@ def _drain_seconds(lag_records: float, throughput_rps: float | None) -> float:
     return lag_records / throughput_rps
 
 
+def saturated_period(
+    lag_before: float, lag_after: float, throughput_rps: float, period_s: float, min_backlog_periods: float
+) -> bool:
+    """Whether a period's throughput is what the stage can do: a backlog throughout it (at least
+    `min_backlog_periods` of the period's work at its start and at its end) that did not shrink,
+    so the channels never ran out of input.
+
+    A congestion found while the input rises can read a throughput bounded by the input, not by
+    the channels (micro-batches trail the input and their lag is a sawtooth of about a batch);
+    only a backlog that stays above that bound rules it out.
+    """
+    work = throughput_rps * period_s
+    backlog = min(lag_before, lag_after)
+    return work > 0 and backlog > 0 and backlog >= min_backlog_periods * work and lag_after >= lag_before
+
+
 def _push_row(window: np.ndarray, row: np.ndarray) -> np.ndarray:
     """Append `row` as the newest row of a fixed-height window, dropping the oldest."""
     return np.concatenate([window[1:], row[np.newaxis, ...]], axis=0)
@@ -151,6 +173,12 @@ class SignalWindows:
     lag: FloatArray  # [congestion.window]
     input_rate: FloatArray  # [warmup_periods]
     peaks: FloatArray  # [channels]
+    last_time_s: float | None = None  # the newest snapshot seen, pushed or masked
+    rescaled_at_s: float | None = None  # entered by a layout change: the old layout's last snapshot time
+    paused_until_s: float | None = None  # the newest snapshot of this layout in which nothing was processed
+    resumed_at_s: float | None = None  # the first snapshot of this layout after the pause
+    pause_s: float = 0.0  # measured pause of the rescale that made this layout
+    settle_until_s: float | None = None  # snapshots up to this time are settling (masked)
 
     @classmethod
     def empty(cls, channels: int, layout_epoch: int, options: ControlOptions) -> SignalWindows:
@@ -168,6 +196,37 @@ class SignalWindows:
             peaks=np.zeros(channels),
         )
 
+    def after_rescale(self, snapshot: MetricsSnapshot, options: ControlOptions) -> SignalWindows:
+        """Fresh windows for the snapshot's new layout, remembering when the old one was last seen."""
+        fresh = SignalWindows.empty(snapshot.channels, snapshot.layout_epoch, options)
+        return replace(fresh, rescaled_at_s=self.last_time_s)
+
+    def settle(self, snapshot: MetricsSnapshot, options: SettlingOptions) -> tuple[SignalWindows, bool]:
+        """Track the rescale's pause and settling; (windows, whether the snapshot is masked).
+
+        The pause is the run of periods after the layout change in which nothing was processed
+        (measured from the old layout's last snapshot to the newest such period, so at the
+        sampling resolution); the first period that processed something still holds the end of
+        the pause and is masked too, and so are the periods up to `settle_pause_factor` x the
+        pause (or `settle_min_s`) after it. A first layout (no change seen) is never masked.
+        """
+        at = snapshot.time_s
+        timed = replace(self, last_time_s=at)
+        if self.rescaled_at_s is None:
+            return timed, False
+        if self.resumed_at_s is None:
+            idle = snapshot.total_throughput_rps <= 0
+            if idle and at - self.rescaled_at_s <= options.max_pause_s:
+                return replace(timed, paused_until_s=at, pause_s=at - self.rescaled_at_s), True
+            last_idle = self.paused_until_s if self.paused_until_s is not None else self.rescaled_at_s
+            pause = last_idle - self.rescaled_at_s
+            if idle:  # idle beyond max_pause_s: stalled, not paused; judge it from now on
+                return replace(timed, resumed_at_s=at, pause_s=at - self.rescaled_at_s, settle_until_s=at), False
+            settle = max(options.settle_min_s, options.settle_pause_factor * pause)
+            return replace(timed, resumed_at_s=at, pause_s=pause, settle_until_s=at + settle), True
+        masked = self.settle_until_s is not None and at <= self.settle_until_s
+        return timed, masked
+
     def matches(self, snapshot: MetricsSnapshot) -> bool:
         """Whether the snapshot belongs to the same layout (same channel count and epoch)."""
         return self.channels == snapshot.channels and self.layout_epoch == snapshot.layout_epoch
@@ -176,9 +235,8 @@ class SignalWindows:
         peaks, reset = update_peaks(self.peaks, snapshot.throughput_rps, bool(snapshot.probe_timed_out.any()), options)
         # Light periods were judged against the peaks just invalidated: forget them too.
         light = np.zeros_like(self.light) if reset else self.light
-        return SignalWindows(
-            channels=self.channels,
-            layout_epoch=self.layout_epoch,
+        return replace(
+            self,
             periods_seen=self.periods_seen + 1,
             latency=_push_row(self.latency, snapshot.probe_latency_s),
             timed_out=_push_row(self.timed_out, snapshot.probe_timed_out),
@@ -203,6 +261,12 @@ class SignalWindows:
             "lag": self.lag.tolist(),
             "input_rate": self.input_rate.tolist(),
             "peaks": self.peaks.tolist(),
+            "last_time_s": self.last_time_s,
+            "rescaled_at_s": self.rescaled_at_s,
+            "paused_until_s": self.paused_until_s,
+            "resumed_at_s": self.resumed_at_s,
+            "pause_s": self.pause_s,
+            "settle_until_s": self.settle_until_s,
         }
 
     @classmethod
@@ -220,6 +284,12 @@ class SignalWindows:
             lag=np.asarray(data["lag"], dtype=np.float64),
             input_rate=np.asarray(data["input_rate"], dtype=np.float64),
             peaks=np.asarray(data["peaks"], dtype=np.float64),
+            last_time_s=_optional_float(data.get("last_time_s")),
+            rescaled_at_s=_optional_float(data.get("rescaled_at_s")),
+            paused_until_s=_optional_float(data.get("paused_until_s")),
+            resumed_at_s=_optional_float(data.get("resumed_at_s")),
+            pause_s=float(data.get("pause_s", 0.0)),
+            settle_until_s=_optional_float(data.get("settle_until_s")),
         )
         expected = cls.empty(channels, windows.layout_epoch, options)
         if any(
@@ -231,18 +301,41 @@ class SignalWindows:
         return windows
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def evaluate(
     windows: SignalWindows | None, snapshot: MetricsSnapshot, options: ControlOptions
 ) -> tuple[SignalWindows, Evaluation]:
     """Advance the windows by one snapshot and run every detector on them.
 
     A snapshot of a different layout (channel count or epoch changed) restarts the windows:
-    measurements of the old layout say nothing about the new channels.
+    measurements of the old layout say nothing about the new channels. The rescale's pause and
+    settling (`SignalWindows.settle`) do not enter the windows at all: a period that processed
+    nothing because the stage was being rescaled is no evidence of anything.
     """
-    if windows is None or not windows.matches(snapshot):
+    if windows is None:
         windows = SignalWindows.empty(snapshot.channels, snapshot.layout_epoch, options)
-    windows = windows.push(snapshot, options.underload)
+    elif not windows.matches(snapshot):
+        windows = windows.after_rescale(snapshot, options)
+    previous_time_s = windows.last_time_s
+    windows, masked = windows.settle(snapshot, options.settling)
+    if not masked:
+        windows = windows.push(snapshot, options.underload)
     seen = windows.periods_seen
+    saturated = (
+        not masked
+        and seen >= 2
+        and previous_time_s is not None
+        and saturated_period(
+            float(windows.lag[-2]),
+            float(windows.lag[-1]),
+            snapshot.total_throughput_rps,
+            snapshot.time_s - previous_time_s,
+            options.congestion.saturation_backlog_periods,
+        )
+    )
 
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
     draining = draining_flags(windows.latency, options.congestion.drain_tolerance)
@@ -261,8 +354,8 @@ def evaluate(
         time_s=snapshot.time_s,
         channels=snapshot.channels,
         layout_epoch=snapshot.layout_epoch,
-        ready_up=seen >= max(options.overload.reaction_time, options.congestion.window),
-        ready_down=seen >= options.warmup_periods,
+        ready_up=not masked and seen >= max(options.overload.reaction_time, options.congestion.window),
+        ready_down=not masked and seen >= options.warmup_periods,
         overloaded=overloaded,
         underloaded=underloaded,
         late_share=share_late,
@@ -271,9 +364,12 @@ def evaluate(
         latest_throughput_rps=snapshot.throughput_rps,
         total_throughput_rps=float(recent_throughput),
         input_rate_rps=snapshot.input_rate_rps,
-        recent_max_input_rate_rps=float(windows.input_rate[-min(seen, windows.input_rate.size) :].max()),
+        recent_max_input_rate_rps=float(windows.input_rate[-max(1, min(seen, windows.input_rate.size)) :].max()),
         total_lag_records=snapshot.total_lag_records,
         congestion=congestion,
         timeout_in_window=bool(timed_out_recently.any()),
+        saturated=saturated,
+        settling=masked,
+        rescale_pause_s=windows.pause_s,
     )
     return windows, evaluation

@@ -83,6 +83,14 @@ class CongestionOptions(_Options):
         "and draining lags never count.",
     )
     threshold: float = Field(0.6, gt=0, le=1, description="Congested when the congestion index is at least this.")
+    saturation_backlog_periods: float = Field(
+        1.0,
+        gt=0,
+        description="A period is saturated (its throughput is what the channels can do, the only kind the capacity "
+        "estimate takes) when the lag at its start and at its end is at least this many periods of the stage's work "
+        "and did not shrink. Below 1, a micro-batch stream's lag (a sawtooth of about one batch even when it keeps "
+        "up) or a lag that merely trails a rising input would pass for a backlog.",
+    )
     drain_tolerance: float = Field(
         0.1,
         ge=0,
@@ -92,12 +100,48 @@ class CongestionOptions(_Options):
     )
 
 
+class SettlingOptions(_Options):
+    """Periods disturbed by a rescale are not evidence: its pause and the settling after it.
+
+    A rescale stops processing (migration, restart, cold channels): periods in which the new
+    layout processed nothing read as "the stage does nothing", which P1/P5 would take for a
+    rescale that lost throughput and the capacity estimate for a channel that can do nothing.
+    """
+
+    max_pause_s: float = Field(
+        60.0,
+        gt=0,
+        description="After a layout change, periods in which the stage processed nothing are the rescale's pause "
+        "(masked) for at most this long after the old layout's last period; a stage idle longer is judged (stalled).",
+    )
+    settle_pause_factor: float = Field(
+        1.0,
+        ge=0,
+        description="After processing resumes, periods within this many times the measured pause are settling "
+        "(masked): the backlog of the pause drains and new channels warm up. The first resumed period, which "
+        "holds the end of the pause, is always masked.",
+    )
+    settle_min_s: float = Field(0.0, ge=0, description="Settling masked after every rescale, whatever its pause.")
+
+
 class ControllerOptions(_Options):
     """Gedik et al.'s SASO controller with levels, plus targeted split/merge and bounds."""
 
     min_channels: int = Field(1, ge=1, description="Never fewer channels than this.")
     max_channels: int = Field(64, ge=1, description="Never more channels than this.")
     cooldown_s: float = Field(5.0, ge=0, description="No decision until this long after the last rescale decision.")
+    rescale_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="A rescale decided but not yet visible in the snapshots (same layout epoch and channel count) is "
+        "in flight and answered by no other decision; after this long it is presumed failed and decisions resume.",
+    )
+    capacity_samples: int = Field(
+        8,
+        ge=1,
+        description="Saturated periods kept for the per-channel capacity estimate (their mean less one standard "
+        "deviation sizes P6 and P2); unsaturated periods only raise a lower bound.",
+    )
     throughput_change_factor: float = Field(
         0.15,
         gt=0,
@@ -124,6 +168,19 @@ class ControllerOptions(_Options):
         description="P2 with a known capacity: scale in only to a level whose estimated utilization is at most this. "
         "Must not exceed scale_out_utilization; the band between it and congestion (utilization ~1) is where no "
         "decision is taken, like Heron's high/low watermarks.",
+    )
+    drain_target_s: float | None = Field(
+        20.0,
+        gt=0,
+        description="P6 and P2 also size for draining the backlog a rescale starts with (the lag plus the input of "
+        "one measured rescale pause) within this many seconds; None: size for the input only.",
+    )
+    scale_in_dwell_factor: float = Field(
+        4.0,
+        gt=0,
+        description="After a rescale that paused processing p seconds, P2 scales in only once the input has stayed "
+        "within throughput_change_factor for this many times p, and only if it saves at least 1/this share of the "
+        "channels: a costly rescale is paid for a lasting fall that pays the pause back, not for each step of one.",
     )
     skew_max_share: float = Field(
         0.25,
@@ -158,6 +215,9 @@ class ControlOptions(_Options):
     overload: OverloadOptions = Field(default_factory=OverloadOptions, description="Overload detector options.")
     underload: UnderloadOptions = Field(default_factory=UnderloadOptions, description="Underload detector options.")
     congestion: CongestionOptions = Field(default_factory=CongestionOptions, description="Congestion detector options.")
+    settling: SettlingOptions = Field(
+        default_factory=SettlingOptions, description="What counts as a rescale's pause and settling (masked)."
+    )
     controller: ControllerOptions = Field(default_factory=ControllerOptions, description="Controller options.")
 
     @property

@@ -118,6 +118,12 @@ class Evaluation:
         scale-in sizes for it, so one quiet period does not shrink the stage.
     overloaded: per channel, eSault overload AND its latency is not draining (a channel
         catching up after a rescale is not asked to split again).
+    saturated: this period had a backlog of at least one period's work at its start and at its
+        end, so the stage never ran out of input: its throughput is what the channels can do
+        (the only periods the capacity estimate is taken from).
+    settling: this period is part of a rescale's pause or of the settling after it; it did not
+        enter the windows, and neither ready flag is set.
+    rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
     """
 
     time_s: float
@@ -137,6 +143,9 @@ class Evaluation:
     total_lag_records: float
     congestion: CongestionSignal
     timeout_in_window: bool
+    saturated: bool = False
+    settling: bool = False
+    rescale_pause_s: float = 0.0
 
     @property
     def overloaded_channels(self) -> list[int]:
@@ -148,8 +157,12 @@ class Evaluation:
 
     @property
     def congested(self) -> bool:
-        """Congestion as the controller sees it: lag congestion, or any channel persistently overloaded.
+        """Congestion as the controller sees it: lag congestion, or any channel persistently overloaded
+        while the stage's lag is not draining.
 
         Probe latency is the SLO; waiting for lag to cross its bound would let latency breach it.
+        But while the lag drains (a backlog worked off after a rescale) latency is high because of
+        the backlog, not the load: a channel whose own latency fell a little less than the others'
+        is not a reason for another rescale.
         """
-        return self.congestion.congested or bool(self.overloaded.any())
+        return self.congestion.congested or (bool(self.overloaded.any()) and not self.congestion.draining)

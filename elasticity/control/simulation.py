@@ -10,7 +10,10 @@ partitions because keys hash to partitions independently of channels). `Simulate
 applies decisions to the model as the real resizer would to the layout: scale out/in
 rebalances evenly (consistent hashing), split halves one channel's share into a new channel,
 merge hands a channel's share to its ring neighbours; every rescale costs a pause and bumps the
-layout epoch. The unread backlog follows the new layout, as unread Kafka records do.
+layout epoch. The unread backlog follows the new layout, as unread Kafka records do. Channels a
+rescale adds start cold (`channel_warmup_s`): their service rate ramps from
+`cold_capacity_fraction` to the full rate over their first seconds of processing, as a real
+channel's first batches pay for its store and workers.
 Everything is numpy over channels, so 1000 channels x 500 ticks take well under a second.
 """
 
@@ -53,6 +56,15 @@ class StageModelOptions(BaseModel):
     probe_timeout_s: float = Field(5.0, gt=0, description="Probe latencies above this are reported as timeouts.")
     hot_factor: float = Field(4.0, ge=1, description="Skewed layout: the hot channel's share over a normal channel's.")
     seed: int = Field(0, description="Seed of the arrival noise (runs are reproducible).")
+    channel_warmup_s: float = Field(
+        0.0,
+        ge=0,
+        description="Seconds of processing a channel added by a rescale needs to reach the full service rate "
+        "(0: channels are warm at once).",
+    )
+    cold_capacity_fraction: float = Field(
+        0.5, gt=0, le=1, description="Share of the service rate a cold channel starts at; it ramps linearly to 1."
+    )
 
 
 def layout_shares(channels: int, kind: LayoutKind, hot_factor: float) -> FloatArray:
@@ -70,6 +82,7 @@ class StageModel:
         self.options = options
         self.shares = layout_shares(channels, layout, options.hot_factor)
         self.queues = np.zeros(channels)
+        self.warm_s = np.full(channels, np.inf)  # seconds each channel has processed (the initial ones are warm)
         self.layout_epoch = 0
         self.pending_pause_s = 0.0
         self._rng = np.random.default_rng(options.seed)
@@ -91,8 +104,9 @@ class StageModel:
         working = tick - pause
 
         backlog = self.queues + arrival_rate * tick
-        processed = np.minimum(backlog, opts.service_rate_rps * working)
-        service_rate = np.full(self.channels, opts.service_rate_rps)
+        service_rate = opts.service_rate_rps * self.warmth()
+        self.warm_s = self.warm_s + working
+        processed = np.minimum(backlog, service_rate * working)
         if opts.sink_capacity_rps is not None:
             limit = opts.sink_capacity_rps * working
             total = processed.sum()
@@ -116,22 +130,33 @@ class StageModel:
         self.last_snapshot = snapshot
         return snapshot
 
+    def warmth(self) -> FloatArray:
+        """Per channel, the share of the service rate it has reached (1 once warm)."""
+        opts = self.options
+        if opts.channel_warmup_s <= 0:
+            return np.ones(self.channels)
+        ramp = np.minimum(1.0, self.warm_s / opts.channel_warmup_s)
+        return opts.cold_capacity_fraction + (1.0 - opts.cold_capacity_fraction) * ramp
+
     # ---------------------------------------------------------------- layout changes
-    def _relayout(self, shares: FloatArray) -> None:
+    def _relayout(self, shares: FloatArray, warm_s: FloatArray) -> None:
         backlog = self.queues.sum()
         self.shares = shares / shares.sum()
         self.queues = backlog * self.shares  # unread records are routed by the new layout
+        self.warm_s = warm_s
         self.layout_epoch += 1
         self.pending_pause_s += self.options.rescale_pause_s
 
     def rescale_even(self, channels: int) -> None:
-        self._relayout(np.ones(channels))
+        # Consistent hashing: the channels that stay keep their stores; the added ones are cold.
+        kept = self.warm_s[:channels]
+        self._relayout(np.ones(channels), np.append(kept, np.zeros(channels - kept.size)))
 
     def split(self, channel: int) -> None:
         half = self.shares[channel] / 2
         shares = self.shares.copy()
         shares[channel] = half
-        self._relayout(np.append(shares, half))
+        self._relayout(np.append(shares, half), np.append(self.warm_s, 0.0))
 
     def merge(self, channel: int) -> None:
         n = self.channels
@@ -141,7 +166,7 @@ class StageModel:
         given = shares[channel] / 2
         shares[(channel - 1) % n] += given
         shares[(channel + 1) % n] += given
-        self._relayout(np.delete(shares, channel))
+        self._relayout(np.delete(shares, channel), np.delete(self.warm_s, channel))
 
 
 class SimulatedCollector:

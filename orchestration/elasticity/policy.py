@@ -95,6 +95,9 @@ class ElasticityPolicy(BaseModel):
                 # The new layout's windows must refill anyway; the cooldown only has to cover the
                 # rescale run itself (it starts a few seconds after the decision).
                 cooldown_s=self.sample_period_s,
+                # A rescale run gives up after rescale_timeout_s: until then a rescale not yet visible
+                # in the metrics is still in flight, not failed.
+                rescale_timeout_s=self.rescale_timeout_s,
                 scale_out_utilization=0.6,
                 scale_in_utilization=0.5,
             ),

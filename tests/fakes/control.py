@@ -27,6 +27,10 @@ def make_evaluation(
     ready_down: bool = True,
     draining: bool = False,
     layout_epoch: int = 0,
+    saturated: bool = False,
+    settling: bool = False,
+    lag_records: float | None = None,
+    rescale_pause_s: float = 0.0,
 ) -> Evaluation:
     """An evaluation as the detectors would produce it; per-channel arrays follow the given sets."""
     over = np.zeros(channels, dtype=bool)
@@ -51,7 +55,7 @@ def make_evaluation(
         total_throughput_rps=throughput_rps,
         input_rate_rps=rate,
         recent_max_input_rate_rps=rate,
-        total_lag_records=rate * (2.0 if congested else 0.0),
+        total_lag_records=rate * (2.0 if congested else 0.0) if lag_records is None else lag_records,
         congestion=CongestionSignal(
             index=1.0 if congested else 0.0,
             congested=congested,
@@ -60,6 +64,9 @@ def make_evaluation(
             draining=draining,
         ),
         timeout_in_window=False,
+        saturated=saturated,
+        settling=settling,
+        rescale_pause_s=rescale_pause_s,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,11 +49,14 @@ def test_p1_congested_without_history_scales_out_at_least_one_level():
 
 
 def test_p6_jumps_to_the_level_the_measured_capacity_needs():
-    # 8 saturated channels do 8000 rec/s (1000 each); 30000 rec/s arrive: 30000/(1000*0.7) = 43 -> 48.
-    ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=8000.0, input_rate_rps=30000.0)
+    # 8 saturated channels do 8000 rec/s (1000 each); 30000 rec/s arrive: 30000/(1000*0.7) = 42.9,
+    # plus the 60000 records of lag drained in 20 s at 1000 each = 3 -> 45.9 -> level 48.
+    ev = make_evaluation(
+        8, congested=True, overloaded=range(8), throughput_rps=8000.0, input_rate_rps=30000.0, saturated=True
+    )
     state, decision = controller().decide(state_with(), ev, 100.0)
     assert decision.action == "scale_out" and decision.rule == "P1+P6" and decision.to_channels == 48
-    assert state.channel_capacity_rps == 1000.0
+    assert state.channel_capacity_rps == 1000.0 and state.capacity_samples_rps == [1000.0]
 
 
 def test_p1_holds_when_history_shows_the_higher_level_did_not_raise_throughput():
@@ -223,7 +227,9 @@ def test_bounds_hold_at_the_maximum_and_the_minimum():
     assert decision.action == "none" and decision.rule == "bounds"
     _, decision = controller().decide(state_with(), make_evaluation(1, underloaded=[0]), 1.0)
     assert decision.action == "none" and decision.rule == "bounds"
-    ev = make_evaluation(4, congested=True, overloaded=range(4), throughput_rps=4000.0, input_rate_rps=1e6)
+    ev = make_evaluation(
+        4, congested=True, overloaded=range(4), throughput_rps=4000.0, input_rate_rps=1e6, saturated=True
+    )
     _, decision = controller(max_channels=40).decide(state_with(), ev, 1.0)
     assert decision.to_channels == 40
 
@@ -263,3 +269,95 @@ def test_decisions_stay_within_bounds_and_state_round_trips_through_json(sequenc
         restored = ControllerState.from_json(state.to_json())
         assert restored == state
         json.loads(decision.model_dump_json())  # the decision record is JSON too
+
+
+# ------------------------------------------------------------------ capacity from saturated periods only
+def test_an_unsaturated_congestion_gives_a_lower_bound_only_and_p1_steps_one_level():
+    # One channel does 377 rec/s while the input rises to 800: congested, but the throughput is
+    # bounded by the input (no backlog of a period's work), so it is no capacity to size P6 by.
+    rising = make_evaluation(1, congested=True, overloaded=[0], throughput_rps=377.0, input_rate_rps=800.0)
+    state, decision = controller().decide(state_with(), rising, 100.0)
+    assert decision.action == "scale_out" and decision.rule == "P1" and decision.to_channels == 2
+    assert state.channel_capacity_rps is None and state.capacity_floor_rps == 377.0
+
+
+def test_the_capacity_estimate_is_the_saturated_samples_mean_less_their_spread():
+    ctl = controller(cooldown_s=0.0)
+    state = state_with()
+    for t, per_channel in enumerate((900.0, 1100.0, 1000.0)):
+        ev = make_evaluation(4, throughput_rps=4 * per_channel, saturated=True, congested=True, overloaded=range(4))
+        state, _ = ctl.decide(state.model_copy(update={"pending": None}), ev, 100.0 + t)
+    assert state.capacity_samples_rps == [900.0, 1100.0, 1000.0]
+    spread = float(np.std([900.0, 1100.0, 1000.0]))
+    assert state.channel_capacity_rps == pytest.approx(1000.0 - spread)
+    # Only the last capacity_samples saturated periods count.
+    state, _ = controller(capacity_samples=2).decide(
+        state.model_copy(update={"pending": None}), make_evaluation(4, throughput_rps=4000.0, saturated=True), 110.0
+    )
+    assert state.capacity_samples_rps == [1000.0, 1000.0]
+
+
+def test_p6_sizes_for_draining_the_lag_and_one_pause_of_input():
+    state = state_with(channel_capacity_rps=1000.0)
+    calm = make_evaluation(
+        4, congested=True, overloaded=range(4), throughput_rps=4000.0, input_rate_rps=10_000.0, lag_records=0.0
+    )
+    _, decision = controller().decide(state, calm, 100.0)
+    assert decision.to_channels == 16  # 10000 / 700 = 14.3
+    behind = make_evaluation(
+        4,
+        congested=True,
+        overloaded=range(4),
+        throughput_rps=4000.0,
+        input_rate_rps=10_000.0,
+        lag_records=100_000.0,
+        rescale_pause_s=5.0,
+    )
+    _, decision = controller().decide(state, behind, 100.0)
+    assert decision.to_channels == 24  # 14.3 + (100000 + 5 x 10000) / (20 s x 1000) = 21.8
+    _, decision = controller(drain_target_s=None).decide(state, behind, 100.0)
+    assert decision.to_channels == 16
+
+
+# ------------------------------------------------------------------ rescales in flight, pause and settling
+def test_a_rescale_in_flight_is_answered_by_no_other_decision_until_it_lands_or_times_out():
+    ctl = controller(cooldown_s=5.0, rescale_timeout_s=60.0)
+    congested = make_evaluation(8, congested=True, overloaded=range(8))
+    state, first = ctl.decide(state_with(), congested, 100.0)
+    assert first.is_rescale and state.pending is not None and state.pending.to_channels == 12
+    # Cooled down, still congested, but the snapshots still show the old layout: in flight.
+    state, waiting = ctl.decide(state, congested, 110.0)
+    assert waiting.action == "none" and waiting.rule == "in_flight"
+    # The new layout shows up: the pending rescale is done and the controller judges again.
+    landed, decision = ctl.decide(state, make_evaluation(12, layout_epoch=1, ready_up=False), 111.0)
+    assert landed.pending is None and decision.rule == "warmup"
+    # A rescale that never shows up is presumed failed after rescale_timeout_s.
+    _, retried = ctl.decide(state, congested, 160.0)
+    assert retried.is_rescale
+
+
+def test_a_settling_period_is_no_evidence_and_no_decision():
+    ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=0.0, settling=True, rescale_pause_s=5.0)
+    state, decision = controller().decide(state_with({4: (4000.0, True)}), ev, 100.0)
+    assert decision.action == "none" and decision.rule == "settling" and "5.0 s" in decision.reason
+    assert set(state.history) == {lvl(4)} and state.capacity_floor_rps is None
+
+
+def test_after_a_costly_rescale_p2_waits_for_a_lasting_fall_that_pays_the_pause_back():
+    # A 5 s pause and scale_in_dwell_factor 4: the input must hold steady 20 s, and the scale-in
+    # must save at least a quarter of the channels.
+    ctl = controller(cooldown_s=0.0)
+    state = state_with(channel_capacity_rps=1000.0)
+    decisions = []
+    for t in range(25):
+        ev = make_evaluation(32, throughput_rps=5000.0, lag_records=0.0, rescale_pause_s=5.0, time_s=100.0 + t)
+        state, decision = ctl.decide(state, ev, 100.0 + t)
+        decisions.append(decision)
+    first = next(i for i, d in enumerate(decisions) if d.is_rescale)
+    assert first == 20 and decisions[first].to_channels == 12  # 5000 / 700 + 5 x 5000 / 20000 = 8.4 -> 12
+    assert "held steady for 20 s" in decisions[0].reason
+    # From 16 channels, 12 would save a quarter: worth it; from 14 it would not.
+    steady = state.model_copy(update={"pending": None})
+    ev = make_evaluation(14, throughput_rps=5000.0, lag_records=0.0, rescale_pause_s=5.0, time_s=130.0)
+    _, decision = ctl.decide(steady, ev, 130.0)
+    assert decision.action == "none" and "not worth a 5.0 s pause" in decision.reason

@@ -10,6 +10,7 @@ from elasticity.control.detectors import (
     evaluate,
     late_share,
     overload_flags,
+    saturated_period,
     update_peaks,
 )
 from elasticity.control.options import CongestionOptions, ControlOptions, OverloadOptions, UnderloadOptions
@@ -124,7 +125,10 @@ def test_windows_restart_on_layout_change_and_round_trip_through_json():
         np.testing.assert_array_equal(getattr(restored, name), getattr(windows, name))
     assert restored.periods_seen == windows.periods_seen
     after, ev = evaluate(restored, make_snapshot(5, [0.1, 0.2], layout_epoch=1), OPTIONS)
-    assert after.periods_seen == 1 and not ev.ready_up
+    # The new layout's first period holds the end of the rescale's pause: masked, not counted.
+    assert after.periods_seen == 0 and ev.settling and not ev.ready_up
+    after, ev = evaluate(after, make_snapshot(6, [0.1, 0.2], layout_epoch=1), OPTIONS)
+    assert after.periods_seen == 1 and not ev.settling and not ev.ready_up
 
 
 def test_a_lag_the_stage_cannot_drain_within_max_drain_s_is_congestion_although_input_rises():
@@ -143,3 +147,68 @@ def test_drain_time_within_the_bound_small_lags_and_draining_lags_are_not_conges
     # Within the sawtooth of a batch: nothing processed this period, yet no congestion.
     assert not congestion_signal(np.array([100.0, 110.0, 120.0]), 40.0, options, 0.0).congested
     assert not congestion_signal(np.array([20000.0, 15000.0, 9000.0]), 800.0, options, 500.0).congested  # draining
+
+
+# ------------------------------------------------------------------ a rescale's pause and settling
+def after_a_rescale(pause_periods: int, then: int, options: ControlOptions = OPTIONS):
+    """Two channels at epoch 0 for 4 periods, then epoch 1: `pause_periods` with nothing processed
+    (lag growing), then `then` periods processing; returns the evaluations of epoch 1."""
+    windows, _ = run([make_snapshot(t, [0.1, 0.1], [500.0, 500.0], lag=100.0) for t in range(4)])
+    evaluations = []
+    for i in range(pause_periods + then):
+        paused = i < pause_periods
+        snapshot = make_snapshot(
+            4 + i, [2.0 + i, 2.0 + i], [0.0, 0.0] if paused else [900.0, 900.0], lag=1000.0 * (i + 1), layout_epoch=1
+        )
+        windows, ev = evaluate(windows, snapshot, options)
+        evaluations.append(ev)
+    return windows, evaluations
+
+
+def test_a_rescales_pause_and_the_settling_after_it_do_not_enter_the_windows():
+    # The old layout's last period ended at t=3; nothing was processed at t=4..8 (5 s); with the
+    # default settle_pause_factor of 1, the first resumed period (t=9) and 5 s after it are settling.
+    windows, evs = after_a_rescale(pause_periods=5, then=10)
+    settling = [ev.settling for ev in evs]
+    assert settling == [True] * 11 + [False] * 4
+    assert all(not ev.ready_up and not ev.ready_down for ev in evs[:11])
+    assert evs[-1].rescale_pause_s == 5.0
+    # Only the four periods after the settling were pushed; none of the idle ones.
+    assert windows.periods_seen == 4 and windows.throughput.min() == 900.0
+    assert SignalWindows.from_dict(windows.to_dict(), OPTIONS).settle_until_s == windows.settle_until_s
+
+
+def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
+    options = OPTIONS.model_copy(update={"settling": OPTIONS.settling.model_copy(update={"max_pause_s": 3.0})})
+    _, evs = after_a_rescale(pause_periods=8, then=0, options=options)
+    # t=4..6 are within 3 s of the old layout's last period (t=3); from t=7 the stall is evidence.
+    assert [ev.settling for ev in evs] == [True] * 3 + [False] * 5
+    assert evs[-1].ready_up and evs[-1].congested
+
+
+def test_the_first_layout_is_never_masked_even_before_its_first_batch_finished():
+    # The CI sequence: one channel overloaded before its first loaded batch finished (0 processed).
+    _, ev = run([make_snapshot(t, [2.0 + 2 * t], [0.0], input_rate_rps=294.0, lag=1500.0 * (t + 1)) for t in range(4)])
+    assert not ev.settling and ev.ready_up and ev.congested
+
+
+def test_a_period_is_saturated_only_with_a_backlog_throughout_that_does_not_shrink():
+    one_period = 1.0  # the default
+    assert saturated_period(4000.0, 9000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=one_period)
+    # The input rises faster than the batches follow: the lag grows, but it never held a
+    # period's work, so the throughput may be bounded by the input, not by the channels.
+    assert not saturated_period(100.0, 3000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=one_period)
+    assert saturated_period(500.0, 3000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=0.1)
+    # A backlog that drains, or nothing processed, says nothing about capacity.
+    assert not saturated_period(9000.0, 5000.0, throughput_rps=400.0, period_s=10.0, min_backlog_periods=0.1)
+    assert not saturated_period(9000.0, 9000.0, throughput_rps=0.0, period_s=10.0, min_backlog_periods=0.1)
+    # In the windows (one period by default): a lag that grows but stays under the 400 records
+    # a period does is no backlog; once it holds more, the period is saturated.
+    rising = [make_snapshot(t, [0.1, 0.1], [200.0, 200.0], input_rate_rps=600.0, lag=100.0 * t) for t in range(4)]
+    _, ev = run(rising)
+    assert ev.congested and not ev.saturated
+    backlog = [
+        make_snapshot(4 + t, [2.0, 2.0], [200.0, 200.0], input_rate_rps=600.0, lag=800.0 + 200 * t) for t in range(2)
+    ]
+    _, ev = run(rising + backlog)
+    assert ev.saturated

@@ -29,7 +29,7 @@ def run_loop(loop: ElasticLoop, clock: ManualClock, ticks: int) -> list[Decision
     return decisions
 
 
-def test_loop_realizes_a_scale_out_once_then_cools_down():
+def test_loop_realizes_a_scale_out_once_and_waits_for_it_to_land():
     clock = ManualClock()
     realizer = RecordingRealizer()
     loop = ElasticLoop(OPTIONS, ScriptedCollector(congested_script()), realizer, clock)
@@ -37,12 +37,13 @@ def test_loop_realizes_a_scale_out_once_then_cools_down():
     assert [d.rule for d in decisions[:2]] == ["warmup", "warmup"]
     realized = realizer.decisions[0]
     assert realized.action == "scale_out" and realized.from_channels == 4 and realized.time_s == 2.0
-    # 8000 rec/s over 1000 rec/s per channel at 70% -> 11.4 -> 12 channels.
-    assert realized.to_channels == 12
-    # Cooldown of 5 s: ticks 3..6 decide nothing; the recording realizer changed nothing, so
-    # at 7 s the still-congested 4 channels are scaled out again.
-    assert all(d.rule == "cooldown" for d in decisions[3:7])
-    assert [d.time_s for d in realizer.decisions] == [2.0, 7.0]
+    # 8000 rec/s over 1000 rec/s per channel (measured in the saturated periods) at 70% -> 11.4,
+    # plus 12000 records of lag drained in 20 s -> 12.03 -> the level of 16 channels.
+    assert realized.to_channels == 16
+    # The recording realizer changed nothing: the snapshots still show the 4 channels of the old
+    # layout, so the rescale is in flight and no second one answers the same congestion.
+    assert all(d.rule == "in_flight" for d in decisions[3:])
+    assert [d.time_s for d in realizer.decisions] == [2.0]
 
 
 def test_a_failing_realizer_leaves_the_state_unchanged_so_the_next_tick_retries():
@@ -93,7 +94,7 @@ def test_control_step_is_the_pure_form_for_a_sensor():
         )
         decisions.append(decision)
     assert evaluation.channels == 4
-    assert [t for t, d in enumerate(decisions) if d.action == "scale_out"] == [2, 7]
+    assert [t for t, d in enumerate(decisions) if d.action == "scale_out"] == [2]
 
 
 def test_a_load_that_falls_while_a_scale_out_settles_is_scaled_back_in():
@@ -127,3 +128,38 @@ def test_clocks():
         clock.advance(-1.0)
     system = SystemClock()
     assert system.now() <= system.now()
+
+
+def test_the_pause_of_a_scale_out_is_not_read_as_a_scale_out_that_lost_throughput():
+    # 4 saturated channels scale out to 16 at t=2; the rescale then stops processing for 5 s
+    # (0 rec/s while the lag grows), and the 16 channels drain the backlog afterwards. The pause
+    # is not P5's "the level above did no better" and the stage is not scaled back in.
+    # No cooldown: nothing but the masking of the pause and settling keeps P5 from deciding.
+    options = ControlOptions(controller=ControllerOptions(max_channels=64, cooldown_s=0.0))
+    before = congested_script(ticks=3)
+    paused = [
+        make_snapshot(
+            3.0 + t, [3.0 + t] * 16, [0.0] * 16, input_rate_rps=8000.0, lag=20000.0 + 8000 * t, layout_epoch=1
+        )
+        for t in range(5)
+    ]
+    drain = [
+        make_snapshot(
+            8.0 + t,
+            [0.05 + max(0.0, 52000.0 - 8000 * t) / 16000] * 16,
+            [1000.0] * 16,
+            input_rate_rps=8000.0,
+            lag=max(0.0, 52000.0 - 8000 * t),
+            layout_epoch=1,
+        )
+        for t in range(20)
+    ]
+    state = LoopState.from_json(None, options)
+    decisions = []
+    for snapshot in before + paused + drain:
+        state, evaluation, decision = control_step(options, state, snapshot, snapshot.time_s)
+        decisions.append(decision)
+    assert [(d.action, d.to_channels) for d in decisions if d.is_rescale] == [("scale_out", 16)]
+    # t=3..7 paused, t=8 resumed (holds the pause's end), t=9..13 settle (1 x the 5 s pause).
+    assert {d.rule for d in decisions[3:14]} == {"settling"} and decisions[14].rule == "warmup"
+    assert evaluation.rescale_pause_s == 5.0

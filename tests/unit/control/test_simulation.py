@@ -114,3 +114,51 @@ def test_control_package_imports_neither_spark_nor_dagster_nor_upper_layers():
                 names = [node.module]
             for name in names:
                 assert name.split(".")[0] not in forbidden, f"{source.name} imports {name}"
+
+
+def _reversals_within_phases(run) -> int:
+    """Direction changes among the decisions taken within each constant-rate phase of the trace."""
+    reversals = 0
+    for start, end, _rate in run.trace.phases():
+        signs = [
+            1 if d.to_channels > d.from_channels else -1 for d in run.decisions if start <= d.time_s - run.tick_s < end
+        ]
+        reversals += sum(1 for a, b in zip(signs, signs[1:], strict=False) if a != b)
+    return reversals
+
+
+def test_a_costly_rescale_pause_is_not_read_as_a_scale_out_that_lost_throughput():
+    # Each rescale stops processing 5 s: the pause's empty periods must not make P5 scale back in.
+    trace = Trace.from_segments("up", [(20, 3000.0), (100, 20000.0)])
+    model = StageModelOptions(service_rate_rps=1000.0, rescale_pause_s=5.0)
+    run = simulate_elastic(trace, model, CONTROL, initial_channels=6)
+    assert [d.action for d in run.decisions] == ["scale_out"]
+    assert run.channels[-1] >= 20000.0 / 1000.0
+    assert run.p99_latency_s[-30:].max() < 1.0
+
+
+@pytest.mark.parametrize("warmup_s", [0.0, 5.0])
+def test_costly_pauses_and_cold_channels_cause_no_oscillation_on_a_square_load(warmup_s):
+    trace = square_trace(4000.0, 20000.0, period_s=120.0, cycles=3)
+    model = StageModelOptions(service_rate_rps=1000.0, rescale_pause_s=5.0, channel_warmup_s=warmup_s)
+    run = simulate_elastic(trace, model, CONTROL, initial_channels=6)
+    assert "P5" not in {d.rule for d in run.decisions}
+    assert _reversals_within_phases(run) == 0
+    high = trace.rate_at(run.times_s) == 20000.0
+    # 15 s into each high phase (60..120 s of each period) the stage carries it.
+    assert run.channels[high & (run.times_s % 120 >= 75)].min() >= 20
+
+
+def test_channels_added_by_a_rescale_start_cold_and_warm_up():
+    model = StageModel(StageModelOptions(service_rate_rps=1000.0, channel_warmup_s=4.0, rescale_pause_s=0.0), 2)
+    model.rescale_even(4)
+    np.testing.assert_allclose(model.warmth(), [1.0, 1.0, 0.5, 0.5])
+    snapshot = model.advance(8000.0, 1.0)  # 2000 rec/s arrive per channel: all four are saturated
+    np.testing.assert_allclose(snapshot.throughput_rps, [1000.0, 1000.0, 500.0, 500.0], rtol=0.05)
+    for t in range(2, 6):
+        model.advance(8000.0, float(t))
+    np.testing.assert_allclose(model.warmth(), 1.0)
+    model.split(0)
+    assert model.warmth()[-1] == 0.5 and model.warmth()[0] == 1.0
+    model.rescale_even(3)  # the channels that stay keep their warmth
+    np.testing.assert_allclose(model.warmth(), 1.0)
