@@ -216,7 +216,14 @@ class StreamProcess:
             *("--job", self.job.job, "--topic", self.topic),
             *("--root", str(self.root), "--channels", "2", "--trigger", "0.5"),
             *("--max-offsets", "2000", "--service-ms", "0.2", "--observe-every", "30"),
+            *self.retention_options(),
         ]
+
+    def retention_options(self) -> tuple[str, ...]:
+        """An endurance run keeps the bronze archive as long as the topics (default: 7 days)."""
+        if self.options.retention_s is None:
+            return ()
+        return ("--bronze-retention-days", f"{self.options.retention_s / 86_400:.6f}")
 
     def start(self) -> subprocess.Popen[bytes]:
         with open(self.log, "ab") as out:

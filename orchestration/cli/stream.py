@@ -28,6 +28,7 @@ def _spec(
     max_offsets: int | None,
     root: Path | None,
     service_ms: float = 0.0,
+    retention: dict[str, float] | None = None,
 ):
     from orchestration.streams.catalog import stream_root
     from pipelines.streams.spec import StreamSpec
@@ -44,6 +45,7 @@ def _spec(
         trigger_seconds=trigger,
         max_offsets_per_trigger=max_offsets,
         service_ms_per_record=service_ms,
+        **(retention or {}),
     )
 
 
@@ -60,6 +62,12 @@ def run(
     service_ms: float = typer.Option(
         0.0, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage)."
     ),
+    compact_every: int | None = typer.Option(
+        None, min=0, help="Compact the results and late tables every N batches (default: the stream spec's, 100)."
+    ),
+    bronze_retention_days: float | None = typer.Option(
+        None, min=0.0001, help="Days of bronze archive kept, fractions allowed (default: the stream spec's, 7)."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Run a stream in the foreground until Ctrl-C or SIGTERM (graceful: the batch finishes)."""
@@ -70,7 +78,12 @@ def run(
 
     with friendly_errors():
         settings = load_settings(config)
-        spec = _spec(settings, name, job, topic, channels, trigger, max_offsets, root, service_ms)
+        retention = {"compact_every_batches": compact_every, "bronze_retention_days": bronze_retention_days}
+        spec = _spec(
+            settings,
+            *(name, job, topic, channels, trigger, max_offsets, root, service_ms),
+            retention={option: value for option, value in retention.items() if value is not None},
+        )
         refuse_if_held(spec)
         service = StreamService(build_spark_session(settings), spec)
         signal.signal(signal.SIGTERM, lambda *_: service.request_stop())

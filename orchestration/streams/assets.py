@@ -34,12 +34,12 @@ class StreamRunConfig(Config):
     compact_every_batches: int | None = Field(
         None, ge=0, description="Compact the results every N batches (0: never; None: StreamSpec's default, 100)."
     )
-    bronze_retention_days: int | None = Field(
-        None, ge=1, description="Days of bronze archive kept (None: StreamSpec's default, 7)."
+    bronze_retention_days: float | None = Field(
+        None, gt=0, description="Days of bronze archive kept, fractions allowed (None: StreamSpec's default, 7)."
     )
 
 
-def retention_options(config: StreamRunConfig) -> dict[str, int]:
+def retention_options(config: StreamRunConfig) -> dict[str, float]:
     """The disk-retention options the run config sets (the others keep StreamSpec's defaults)."""
     options = {
         "compact_every_batches": config.compact_every_batches,

@@ -78,18 +78,56 @@ def bronze_days_listed(bronze_table: str) -> list[dt.date]:
     return sorted(parse_day(d) for d in _partition_values(Path(bronze_table), "date"))
 
 
-def expire_days(bronze_table: str, oldest_kept: dt.date) -> list[dt.date]:
-    """Delete the archive's days before `oldest_kept`; the days deleted. Each day is first renamed
-    to a hidden name (readers never see half a day), then deleted; `.expired-*` leftovers of a
-    killed run go too."""
-    root = Path(bronze_table)
-    expired = [d for d in bronze_days_listed(bronze_table) if d < oldest_kept]
-    for day in expired:
+def expire_archive(bronze_table: str, cutoff: dt.datetime, ahead_s: float = 0.0) -> int:
+    """Delete what the archive took in before `cutoff` (UTC); the folders deleted.
+
+    Days before the cutoff's date go whole. In later days, the batch folders written before the
+    cutoff (by modification time: a batch folder is written once, when its batch runs) go one by
+    one, and a day left without batches goes too; a retention shorter than a day (an endurance
+    run) is thus honoured. A day more than `ahead_s` (how far an event's time may lie ahead of its
+    arrival) past the cutoff cannot hold a batch written before it and is not looked into. Each
+    folder is first renamed to a hidden name (readers never see half of it), then deleted."""
+    removed = 0
+    last_day_to_look_into = (cutoff + dt.timedelta(seconds=ahead_s)).date()
+    for day in bronze_days_listed(bronze_table):
         folder = day_folder(bronze_table, day)
-        folder.rename(folder.with_name(f"{EXPIRED_PREFIX}{folder.name}"))
-    for leftover in root.glob(f"{EXPIRED_PREFIX}*") if root.is_dir() else []:
-        shutil.rmtree(leftover, ignore_errors=True)
-    return expired
+        if day < cutoff.date():
+            removed += _remove_hidden(folder)
+        elif day <= last_day_to_look_into:
+            removed += _expire_batches(folder, cutoff.timestamp())
+    remove_expired_leftovers(bronze_table)
+    return removed
+
+
+def _expire_batches(day: Path, cutoff_s: float) -> int:
+    batches = [b for b in day.iterdir() if b.name.startswith("batch_id=")]
+    old = [b for b in batches if _modified_s(b) < cutoff_s]
+    removed = sum(_remove_hidden(b) for b in old)
+    if old and len(old) == len(batches):
+        removed += _remove_hidden(day)
+    return removed
+
+
+def _modified_s(folder: Path) -> float:
+    try:
+        return folder.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
+
+
+def _remove_hidden(folder: Path) -> int:
+    hidden = folder.with_name(f"{EXPIRED_PREFIX}{folder.name}")
+    folder.rename(hidden)
+    shutil.rmtree(hidden, ignore_errors=True)
+    return 1
+
+
+def remove_expired_leftovers(bronze_table: str) -> None:
+    """`.expired-*` folders a killed expiry left (of days, or of batches inside a day)."""
+    root = Path(bronze_table)
+    if root.is_dir():
+        for leftover in [*root.glob(f"{EXPIRED_PREFIX}*"), *root.glob(f"date=*/{EXPIRED_PREFIX}*")]:
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def read_bronze_day(spark: SparkSession, bronze_table: str, day: dt.date, schema: T.StructType) -> DataFrame:

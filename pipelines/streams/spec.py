@@ -55,11 +55,11 @@ class StreamSpec(BaseModel):
         description="Every N batches, fold the committed batches' results and late folders into one folder per "
         "bronze day (bounds the folders; the time shows in the batch's phase_ms 'compact'). 0: never.",
     )
-    bronze_retention_days: int = Field(
+    bronze_retention_days: float = Field(
         7,
-        ge=1,
-        description="Days of the bronze archive kept for backfills (by the archive's `date`, UTC); older days "
-        "are deleted at each compaction.",
+        gt=0,
+        description="Days of the bronze archive kept for backfills (fractions allowed); what it took in "
+        "earlier is deleted at each compaction (whole days before the cutoff's date, then batch by batch).",
     )
     results_topic_retention_hours: float = Field(
         168, gt=0, description="Retention of the `<name>.results` topic, set when the stream creates it."

@@ -1,6 +1,7 @@
 """What a stream's driver does between batches to keep its tables bounded: every
 `compact_every_batches` batches it compacts the results and late tables (see
-`pipelines.streams.compaction`) and deletes the bronze days older than `bronze_retention_days`.
+`pipelines.streams.compaction`) and deletes what the bronze archive took in more than
+`bronze_retention_days` ago.
 
 The driver is the tables' one writer (it holds the stream's lease) and runs this inside a batch,
 before the batch writes anything, so no write of its own races the compaction.
@@ -50,13 +51,13 @@ class TableRetention:
         if self.local:
             for table in (self.spec.results_table, self.spec.late_table):
                 compaction.recover(Path(table))
-            tables.expire_days(self.spec.bronze_table, dt.date.min)
+            tables.remove_expired_leftovers(self.spec.bronze_table)
 
     def due(self, batch_id: int) -> bool:
         every = self.spec.compact_every_batches
         return self.local and not self.unsupported and every > 0 and batch_id > 0 and batch_id % every == 0
 
-    def run(self, batch_id: int, today: dt.date | None = None) -> list[CompactionReport]:
+    def run(self, batch_id: int, now: dt.datetime | None = None) -> list[CompactionReport]:
         """Compact the batches committed before `batch_id` (the batch in flight); expire old bronze."""
         committed = StreamFiles(self.spec).newest_committed_batch()
         if committed is None:
@@ -72,6 +73,6 @@ class TableRetention:
         except compaction.CompactionUnsupported as error:
             log.error("table compaction is off for stream %s: %s", self.spec.name, error)
             self.unsupported, reports = True, []
-        today = today or dt.datetime.now(dt.UTC).date()
-        tables.expire_days(self.spec.bronze_table, today - dt.timedelta(days=self.spec.bronze_retention_days))
+        cutoff = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=self.spec.bronze_retention_days)
+        tables.expire_archive(self.spec.bronze_table, cutoff, ahead_s=self.spec.max_event_time_ahead_s)
         return reports

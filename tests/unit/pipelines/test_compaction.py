@@ -74,7 +74,9 @@ def test_the_batch_in_flight_and_uncommitted_batches_are_never_folded(spark, tmp
     inodes = {b: [f.stat().st_ino for f in sorted(p.iterdir())] for b, p in unfolded.items()}
     before = answers(spark, spec)
 
-    TableRetention(spark, spec, ("word",)).run(batch_id=11, today=DAY + dt.timedelta(days=1))
+    TableRetention(spark, spec, ("word",)).run(
+        batch_id=11, now=dt.datetime.combine(DAY + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    )
 
     assert answers(spark, spec) == before
     folders = batch_folders(Path(spec.results_table))
@@ -88,8 +90,32 @@ def test_bronze_days_older_than_the_retention_are_deleted(spark, tmp_path):
     write_stream_tables(spark, spec, range(30))
     (Path(spec.checkpoint) / "commits").mkdir(parents=True)
     (Path(spec.checkpoint) / "commits" / "29").write_text("v1\n{}")
-    TableRetention(spark, spec, ("word",)).run(batch_id=30, today=DAY + dt.timedelta(days=8))
+    now = dt.datetime.combine(DAY + dt.timedelta(days=8), dt.time(), tzinfo=dt.UTC)
+    TableRetention(spark, spec, ("word",)).run(batch_id=30, now=now)
     assert tables.bronze_days_listed(spec.bronze_table) == [DAY + dt.timedelta(days=1), DAY + dt.timedelta(days=2)]
+
+
+def test_a_retention_shorter_than_a_day_expires_batch_by_batch(spark, tmp_path):
+    spec = _spec(tmp_path).model_copy(update={"bronze_retention_days": 10 / 1440})  # 10 minutes
+    write_stream_tables(spark, spec, range(30))
+    (Path(spec.checkpoint) / "commits").mkdir(parents=True)
+    (Path(spec.checkpoint) / "commits" / "29").write_text("v1\n{}")
+    now = dt.datetime.combine(DAY, dt.time(12), tzinfo=dt.UTC)  # the cutoff falls on DAY, at 11:50
+    archived = {
+        (d, b) for d in tables.bronze_days(spec.bronze_table) for b in tables.bronze_batches(spec.bronze_table, d)
+    }
+    aged = {(d, b) for d, b in archived if d == DAY and b % 2 == 0}
+    for day, batch in aged:  # archived 20 minutes before `now`; the others at the real time, later
+        folder = tables.day_folder(spec.bronze_table, day) / f"batch_id={batch}"
+        os.utime(folder, (now.timestamp() - 1200, now.timestamp() - 1200))
+    TableRetention(spark, spec, ("word",)).run(batch_id=30, now=now)
+    left = {
+        (d, b)
+        for d in tables.bronze_days_listed(spec.bronze_table)
+        for b in tables.bronze_batches(spec.bronze_table, d)
+    }
+    assert aged and left == archived - aged
+    assert not list(Path(spec.bronze_table).glob("**/.expired-*"))
 
 
 KILLER = """
