@@ -150,9 +150,7 @@ class LayoutRegistry:
 
     def next_epoch(self) -> int:
         """The epoch the next migration must use: above every epoch ever staged or journaled."""
-        staged = [
-            int(name[len("epoch=") : -len(".json")]) for name in self.location.names() if name.startswith("epoch=")
-        ]
+        staged = self._staged_epochs()
         journaled = [
             int(name.split("=", 1)[1])
             for name in self._migrations.names()
@@ -167,9 +165,7 @@ class LayoutRegistry:
         epochs forgotten. A stream that rescales every minute would otherwise keep a journal
         and a layout per rescale forever. `next_epoch()` stays above every epoch ever used,
         since the newest are kept."""
-        staged = {
-            int(name[len("epoch=") : -len(".json")]) for name in self.location.names() if name.startswith("epoch=")
-        }
+        staged = set(self._staged_epochs())
         journaled = {int(name.split("=", 1)[1]) for name in self._migrations.names() if name.startswith("epoch=")}
         epochs = sorted(staged | journaled)
         protected = {self._read_pointer(_PENDING)} if self.location.exists(_PENDING) else set()
@@ -182,6 +178,9 @@ class LayoutRegistry:
             self._migrations.child(_journal_folder(epoch)).delete_tree()
             self.location.delete_file(_epoch_file(epoch))
         return old
+
+    def _staged_epochs(self) -> list[int]:
+        return [int(name[len("epoch=") : -len(".json")]) for name in self.location.names() if name.startswith("epoch=")]
 
     def clear_pending(self) -> None:
         """Reopen the barrier."""
