@@ -378,6 +378,8 @@ class Soak:
         self.tails = [tail for s in self.streams for tail in self._tails(s)]
         # stream -> migration folder -> the request it committed ("" for none), as observed.
         self.committed_migrations: dict[str, dict[str, str]] = {}
+        # request -> its answer's status, as observed (a stream keeps only its newest answers).
+        self.answers: dict[str, str] = {}
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -511,6 +513,7 @@ class Soak:
                 self.report.resources.append(self._sample_resources())
             for stream in self.streams:
                 self._observe_journals(stream)
+                self._observe_answers(stream)
 
     def _lag(self) -> int | None:
         """Records not yet consumed, over every stream (None while the broker is down)."""
@@ -876,16 +879,25 @@ class Soak:
             self.report.violations.append(f"{len(without)} dead letter(s) without a reason, e.g. {without[:3]}")
 
     def _check_requests(self) -> None:
+        """Every request sent to `self.stream` was answered (observed while the answers were kept)."""
+        self._observe_answers(self.stream)
+        for request_id in [r for r, stream in self.request_streams.items() if stream is self.stream]:
+            self.report.requests[request_id] = self.answers.get(request_id, "unanswered")
+
+    def _observe_answers(self, stream: StreamProcess) -> None:
+        """Note the answer to each request sent to `stream` as it appears. Run every few seconds:
+        a stream forgets old answers (KEEP_ANSWERS, older than ANSWER_MIN_AGE_S)."""
         from pipelines.streams.control import ControlChannel
 
-        control = control_path(self.stream.root)
-        for request_id in [r for r, stream in self.request_streams.items() if stream is self.stream]:
-            results = list(control.glob(f"result-{request_id}.json"))
-            if len(results) != 1:
-                self.report.violations.append(f"rescale request {request_id} has {len(results)} answers")
+        control = ControlChannel(str(control_path(stream.root)))
+        waiting = [r for r, s in list(self.request_streams.items()) if s is stream and r not in self.answers]
+        for request_id in waiting:
+            try:
+                answer = control.result(request_id)
+            except (OSError, ValueError):  # forgotten while read, or damaged: read again next time
                 continue
-            answer = ControlChannel(str(control)).result(request_id)
-            self.report.requests[request_id] = answer.status if answer is not None else "unanswered"
+            if answer is not None:
+                self.answers[request_id] = answer.status
 
     def _observe_journals(self, stream: StreamProcess) -> None:
         """Note every committed migration of `stream` with the request that asked for it. Run

@@ -5,6 +5,11 @@ planned on the committed epoch it names, so what the sender showed (moved ranges
 exactly what the stream applies. The stream picks it up at the next micro-batch boundary
 (before routing that batch: the horizontal barrier), migrates, commits the new layout, and
 publishes a typed `RescaleResult` as `result-<id>.json`. Files are written temp-then-rename.
+
+Answers are kept for their readers, not for ever: a stream rescaling every few minutes for
+months would fill its control folder with them. Each publication forgets the answers beyond the
+newest `KEEP_ANSWERS` that are also older than `ANSWER_MIN_AGE_S` (a waiter polls for its answer
+every fraction of a second; the age leaves any slow reader minutes to read it).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import time
 import uuid
 from typing import Annotated, Any, Literal
 
+import pyarrow.fs as pafs
 from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationError, WithJsonSchema
 
 from elasticity.layout import MAX_CHANNELS, Layout
@@ -22,6 +28,10 @@ from elasticity.migration.report import MigrationReport
 from elasticity.state import CorruptFile, Location
 
 REQUEST = "rescale-request.json"
+KEEP_ANSWERS = 32
+"""Answers (results and set-aside requests) always kept, newest first, whatever their age."""
+ANSWER_MIN_AGE_S = 600.0
+"""An answer younger than this is never forgotten, however many newer ones there are."""
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +185,36 @@ class ControlChannel:
     def publish_result(self, result: RescaleResult) -> None:
         self.location.publish_bytes(f"result-{result.request_id}.json", result.model_dump_json().encode())
         self.location.delete_file(REQUEST)
+        self.forget_old_answers()
+
+    def answers(self) -> list[str]:
+        """The request ids answered and still kept, oldest first."""
+        return [name.removeprefix("result-").removesuffix(".json") for name in self._oldest_first("result-", ".json")]
+
+    def forget_old_answers(self, keep: int = KEEP_ANSWERS, min_age_s: float = ANSWER_MIN_AGE_S) -> None:
+        """Delete results and set-aside requests beyond the newest `keep` of each kind that were
+        written more than `min_age_s` ago."""
+        cutoff = time.time() - min_age_s
+        for name in self._forgettable("result-", ".json", keep, cutoff):
+            self.location.delete_file(name)
+        for reason in self._forgettable("rejected-", ".reason", keep, cutoff):
+            self.location.delete_file(reason.removesuffix(".reason") + ".json")
+            self.location.delete_file(reason)
+
+    def _written_at(self) -> dict[str, float]:
+        infos = self.location.fs.get_file_info(pafs.FileSelector(self.location.path, allow_not_found=True))
+        return {i.base_name: i.mtime.timestamp() if i.mtime is not None else 0.0 for i in infos}
+
+    def _oldest_first(self, prefix: str, suffix: str, written: dict[str, float] | None = None) -> list[str]:
+        written = self._written_at() if written is None else written
+        names = [n for n in written if n.startswith(prefix) and n.endswith(suffix)]
+        return sorted(names, key=lambda n: (written[n], n))
+
+    def _forgettable(self, prefix: str, suffix: str, keep: int, cutoff: float) -> list[str]:
+        written = self._written_at()
+        oldest_first = self._oldest_first(prefix, suffix, written)
+        beyond_kept = oldest_first[: max(len(oldest_first) - keep, 0)]
+        return [name for name in beyond_kept if written[name] < cutoff]
 
     def result(self, request_id: str) -> RescaleResult | None:
         name = f"result-{request_id}.json"

@@ -4,12 +4,16 @@ every batch; requests carry the planned layout and answers are typed, both round
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
 from elasticity.layout import Layout
 from elasticity.migration.report import MigrationReport
 from pipelines.streams.control import (
+    ANSWER_MIN_AGE_S,
+    KEEP_ANSWERS,
     REQUEST,
     ControlChannel,
     RescaleRequest,
@@ -111,3 +115,40 @@ def test_a_plan_without_its_base_epoch_or_equal_to_the_committed_layout_is_refus
             RescaleRequest(target=RescaleTarget(op="split", channel=0), base_epoch=0, planned=current.renumbered(5)),
             current,
         )
+
+
+def _age(path, seconds: float) -> None:
+    stamp = time.time() - seconds
+    os.utime(path, (stamp, stamp))
+
+
+def test_old_answers_beyond_the_newest_are_forgotten_when_a_result_is_published(tmp_path):
+    control = ControlChannel(str(tmp_path))
+    ids = [f"r{i:02d}" for i in range(KEEP_ANSWERS + 5)]
+    for age, request_id in zip(range(len(ids), 0, -1), ids, strict=True):
+        answer = RescaleResult(request_id=request_id, status="failed")
+        control.location.publish_bytes(f"result-{request_id}.json", answer.model_dump_json().encode())
+        _age(tmp_path / f"result-{request_id}.json", ANSWER_MIN_AGE_S + age)  # all old; r00 the oldest
+    control.publish_result(RescaleResult(request_id="fresh", status="failed"))
+    kept = control.answers()
+    assert kept == ids[6:] + ["fresh"]  # the newest KEEP_ANSWERS, the fresh one among them
+    assert control.result("r00") is None and control.result("fresh") is not None
+
+
+def test_young_answers_are_kept_however_many(tmp_path):
+    control = ControlChannel(str(tmp_path))
+    for i in range(KEEP_ANSWERS + 8):
+        control.publish_result(RescaleResult(request_id=f"r{i:02d}", status="failed"))
+    assert len(control.answers()) == KEEP_ANSWERS + 8  # a slow waiter still finds its answer
+
+
+def test_old_set_aside_requests_go_with_their_reasons(tmp_path):
+    control = ControlChannel(str(tmp_path))
+    for _ in range(KEEP_ANSWERS + 3):
+        (tmp_path / REQUEST).write_bytes(b"{not json")
+        assert control.take_request() is None
+    for path in tmp_path.glob("rejected-*"):
+        _age(path, ANSWER_MIN_AGE_S + 1)
+    control.publish_result(RescaleResult(request_id="any", status="failed"))
+    assert len(control.rejected()) == KEEP_ANSWERS
+    assert len(list(tmp_path.glob("rejected-*.json"))) == KEEP_ANSWERS
