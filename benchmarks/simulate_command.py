@@ -41,6 +41,11 @@ def simulate_command(
     layout: str = typer.Option("uniform", "--layout", help="uniform | skewed (one hot channel)."),
     rescale_pause: float = typer.Option(0.5, "--rescale-pause", min=0.0, help="Processing pause per rescale (s)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the arrival noise."),
+    micro_batches: bool = typer.Option(
+        False,
+        "--micro-batches/--independent-channels",
+        help="Channels in lock-step micro-batches (every probe waits for the slowest channel, as on Spark).",
+    ),
     channel_warmup: float = typer.Option(
         0.0,
         "--channel-warmup",
@@ -59,6 +64,7 @@ def simulate_command(
         rescale_pause_s=rescale_pause,
         seed=seed,
         channel_warmup_s=channel_warmup,
+        micro_batches=micro_batches,
     )
     control_options = ControlOptions(
         overload=OverloadOptions(max_latency_s=slo),
@@ -102,6 +108,7 @@ def simulate_command(
     figures["rescale_pause_s"] = rescale_pause
     figures["channel_warmup_s"] = channel_warmup
     figures["seed"] = seed
+    figures["micro_batches"] = micro_batches
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(figures, indent=2))
     if png_path is not None:

@@ -347,6 +347,7 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             len(store),
             state_bytes(store),
             [finished_ms - sent for sent in probes],
+            top_key_records=max(increments, default=0),
         )
         reports.add({(batch_id, channel): report})
         yield pa.RecordBatch.from_arrays(

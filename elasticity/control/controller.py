@@ -12,12 +12,14 @@ period. The order of reasoning follows Gedik's flowchart:
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
    history below), or from an input rate well below the one under which a lower level was
    congested; then record (throughput, congested, input rate) for the current level;
-3. congested: a minority of channels overloaded while the rest are fine is key skew, so split
-   the hottest one; otherwise P5 (remote congestion: the level above did not raise throughput
-   over the level below, go back down) or P1 (scale up, unless history at the higher level shows
-   no gain) with P6 rapid scaling (jump to the level covering the channels the per-channel
-   capacity estimate says are needed, input / (capacity x scale_out_utilization) plus what
-   drains the backlog in drain_target_s, not just the next level);
+3. congested: a minority of channels overloaded while the rest are fine, or one channel busy
+   several times as long as the median other (in micro-batches every channel's probes wait for
+   the slowest task, so lateness alone cannot single it out), is key skew, so split the hottest
+   one unless a single key carries most of its records; otherwise P5 (remote congestion: the
+   level above did not raise throughput over the level below, go back down) or P1 (scale up,
+   unless history at the higher level shows no gain) with P6 rapid scaling (jump to the level
+   covering the channels the per-channel capacity estimate says are needed, input / (capacity x
+   scale_out_utilization) plus what drains the backlog in drain_target_s, not just the next level);
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel.
@@ -359,8 +361,9 @@ class ScalingController:
     ) -> Decision:
         channels = ev.channels
         forgot = self._forgot_text(signals)
-        skew_channel = self._skewed_channel(ev)
-        if skew_channel is not None:
+        skew = self._skewed_channel(ev)
+        if skew is not None:
+            skew_channel, evidence = skew
             if channels >= self.options.max_channels:
                 return self._none(
                     now_s,
@@ -376,9 +379,7 @@ class ScalingController:
                 channels + 1,
                 "split",
                 signals,
-                f"channel {skew_channel} is overloaded ({ev.late_share[skew_channel]:.0%} late probes, "
-                f"{ev.latest_latency_s[skew_channel]:.2f} s) while {channels - len(ev.overloaded_channels)} of "
-                f"{channels} are not: key skew, split it into {channels + 1} channels{forgot}",
+                f"{evidence}: key skew, split it into {channels + 1} channels{forgot}",
                 channel=skew_channel,
             )
 
@@ -434,17 +435,41 @@ class ScalingController:
             f"scale out {jumped} level(s) to {scale_to} channels{self._sized_text(state)}{forgot}",
         )
 
-    def _skewed_channel(self, ev: Evaluation) -> int | None:
-        """The hottest channel if the overload is confined to a minority while the typical channel is fine."""
-        if not self.options.enable_split_merge:
+    def _skewed_channel(self, ev: Evaluation) -> tuple[int, str] | None:
+        """The hottest channel and the evidence, when the congestion is its keys, not the load:
+        the overload is confined to a minority while the typical channel is fine, or, when
+        lateness is everywhere, that channel did several times the median other's processing."""
+        if not self.options.enable_split_merge or ev.channels < 2:
             return None
         hot = ev.overloaded_channels
         allowed = max(1, math.floor(self.options.skew_max_share * ev.channels))
-        if not hot or len(hot) > allowed or len(hot) >= ev.channels:
+        if hot and len(hot) <= allowed and len(hot) < ev.channels and float(np.median(ev.late_share)) == 0:
+            channel = max(hot, key=lambda c: (ev.late_share[c], ev.latest_latency_s[c]))
+            evidence = (
+                f"channel {channel} is overloaded ({ev.late_share[channel]:.0%} late probes, "
+                f"{ev.latest_latency_s[channel]:.2f} s) while {ev.channels - len(hot)} of {ev.channels} are not"
+            )
+            return channel, evidence
+        return self._hot_by_work(ev)
+
+    def _hot_by_work(self, ev: Evaluation) -> tuple[int, str] | None:
+        """The channel busy `skew_busy_ratio` times as long as the median other, if a split can
+        divide its work (no single key carries most of it)."""
+        if ev.busy_share is None:
             return None
-        if float(np.median(ev.late_share)) > 0:
-            return None  # the typical channel is also late: load, not skew
-        return max(hot, key=lambda c: (ev.late_share[c], ev.latest_latency_s[c]))
+        channel = int(np.argmax(ev.busy_share))
+        others = float(np.median(np.delete(ev.busy_share, channel)))
+        busy = float(ev.busy_share[channel])
+        if busy <= 0 or busy < self.options.skew_busy_ratio * others:
+            return None
+        top_key = float(ev.top_key_share[channel]) if ev.top_key_share is not None else 0.0
+        if top_key > self.options.split_max_top_key_share:
+            return None  # one key's work: a split would move it whole to one half
+        evidence = (
+            f"channel {channel} was busy {busy:.0%} of the time, the median other channel {others:.0%} "
+            f"(its most frequent key {top_key:.0%} of its records)"
+        )
+        return channel, evidence
 
     def _remote_congestion_level(self, state: ControllerState, level: int, throughput: float) -> int | None:
         """P5: the highest congested level below ours whose throughput we do not beat by min_gain."""

@@ -173,6 +173,7 @@ class SignalWindows:
     lag: FloatArray  # [congestion.window]
     input_rate: FloatArray  # [warmup_periods]
     peaks: FloatArray  # [channels]
+    busy: FloatArray | None = None  # [overload.reaction_time, channels] share of each period busy; None: unknown
     last_time_s: float | None = None  # the newest snapshot seen, pushed or masked
     rescaled_at_s: float | None = None  # entered by a layout change: the old layout's last snapshot time
     paused_until_s: float | None = None  # the newest snapshot of this layout in which nothing was processed
@@ -246,7 +247,21 @@ class SignalWindows:
             lag=_push_row(self.lag, np.array(snapshot.total_lag_records)),
             input_rate=_push_row(self.input_rate, np.array(snapshot.input_rate_rps)),
             peaks=peaks,
+            busy=self._pushed_busy(snapshot),
         )
+
+    def _pushed_busy(self, snapshot: MetricsSnapshot) -> FloatArray | None:
+        if snapshot.busy_share is None:
+            return None  # a source without busy shares: the window would mix measured and unknown
+        window = self.busy if self.busy is not None else np.zeros_like(self.latency)
+        return _push_row(window, snapshot.busy_share)
+
+    def busy_share(self) -> FloatArray | None:
+        """Per channel, the mean share of the window's periods it spent processing (None: unknown)."""
+        if self.busy is None:
+            return None
+        filled = max(1, min(self.periods_seen, self.busy.shape[0]))
+        return np.asarray(self.busy[-filled:].mean(axis=0), dtype=np.float64)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -261,6 +276,7 @@ class SignalWindows:
             "lag": self.lag.tolist(),
             "input_rate": self.input_rate.tolist(),
             "peaks": self.peaks.tolist(),
+            "busy": None if self.busy is None else self.busy.tolist(),
             "last_time_s": self.last_time_s,
             "rescaled_at_s": self.rescaled_at_s,
             "paused_until_s": self.paused_until_s,
@@ -284,6 +300,7 @@ class SignalWindows:
             lag=np.asarray(data["lag"], dtype=np.float64),
             input_rate=np.asarray(data["input_rate"], dtype=np.float64),
             peaks=np.asarray(data["peaks"], dtype=np.float64),
+            busy=None if data.get("busy") is None else np.asarray(data["busy"], dtype=np.float64).reshape(-1, channels),
             last_time_s=_optional_float(data.get("last_time_s")),
             rescaled_at_s=_optional_float(data.get("rescaled_at_s")),
             paused_until_s=_optional_float(data.get("paused_until_s")),
@@ -295,7 +312,7 @@ class SignalWindows:
         if any(
             getattr(windows, name).shape != getattr(expected, name).shape
             for name in ("latency", "timed_out", "throughput", "light", "lag", "input_rate", "peaks")
-        ):
+        ) or (windows.busy is not None and windows.busy.shape != expected.latency.shape):
             # The options changed the window sizes since the state was saved: start afresh.
             return expected
         return windows
@@ -371,5 +388,7 @@ def evaluate(
         saturated=saturated,
         settling=masked,
         rescale_pause_s=windows.pause_s,
+        busy_share=windows.busy_share(),
+        top_key_share=snapshot.top_key_share,
     )
     return windows, evaluation

@@ -189,6 +189,20 @@ class ControllerOptions(_Options):
         description="Split instead of scaling out when the overloaded channels are at most this share of all channels "
         "(and at least one channel is not overloaded): the congestion is key skew, not load.",
     )
+    skew_busy_ratio: float = Field(
+        1.5,
+        gt=1,
+        description="Split the channel busy at least this many times as long as the median other channel over the "
+        "overload window, even when every channel's probes are late (micro-batches wait for their slowest task, "
+        "so lateness spreads to all channels): the congestion is that channel's keys.",
+    )
+    split_max_top_key_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Split a hot channel only if its most frequent key carried at most this share of its records: "
+        "one key's work cannot be divided by a split.",
+    )
     merge_max_share: float = Field(
         0.25,
         gt=0,

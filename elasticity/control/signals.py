@@ -26,6 +26,15 @@ def _as_float_array(values: Sequence[float] | FloatArray) -> FloatArray:
     return array
 
 
+def _per_channel(values: Sequence[float] | FloatArray | None, channels: int, what: str) -> FloatArray | None:
+    if values is None:
+        return None
+    array = _as_float_array(values)
+    if array.size != channels:
+        raise ValueError(f"{array.size} {what} for {channels} channels")
+    return array
+
+
 @dataclass(frozen=True)
 class MetricsSnapshot:
     """One sampling period of metrics, as the collector sees it.
@@ -37,6 +46,11 @@ class MetricsSnapshot:
     input_rate_rps: records per second produced into the input topic (from broker end offsets).
     lag_records: per Kafka partition, broker end offset minus the query's committed end offset.
     layout_epoch: epoch of the partition layout the channels belong to; a change resets windows.
+    busy_share: per channel, the share of the period it spent processing (None: not measured). In
+        micro-batches every channel's probes wait for the slowest task, so lateness alone cannot
+        tell a hot channel from a loaded stage; the work each channel did can.
+    top_key_share: per channel, the share of its records that its most frequent key carried in
+        the period (None: not measured); a channel whose work is one key gains nothing by a split.
     """
 
     time_s: float
@@ -46,6 +60,8 @@ class MetricsSnapshot:
     input_rate_rps: float
     lag_records: FloatArray
     layout_epoch: int = 0
+    busy_share: FloatArray | None = None
+    top_key_share: FloatArray | None = None
 
     @classmethod
     def build(
@@ -58,6 +74,8 @@ class MetricsSnapshot:
         lag_records: Sequence[float] | FloatArray,
         probe_timed_out: Sequence[bool] | BoolArray | None = None,
         layout_epoch: int = 0,
+        busy_share: Sequence[float] | FloatArray | None = None,
+        top_key_share: Sequence[float] | FloatArray | None = None,
     ) -> MetricsSnapshot:
         """Build from plain sequences (what a real collector has), checking that lengths agree."""
         latency = _as_float_array(probe_latency_s)
@@ -71,6 +89,8 @@ class MetricsSnapshot:
         )
         if timed_out.shape != latency.shape:
             raise ValueError(f"{timed_out.size} timeout flags for {latency.size} channels")
+        busy = _per_channel(busy_share, latency.size, "busy shares")
+        top_share = _per_channel(top_key_share, latency.size, "top-key shares")
         return cls(
             time_s=float(time_s),
             probe_latency_s=latency,
@@ -79,6 +99,8 @@ class MetricsSnapshot:
             input_rate_rps=float(input_rate_rps),
             lag_records=_as_float_array(lag_records),
             layout_epoch=int(layout_epoch),
+            busy_share=busy,
+            top_key_share=top_share,
         )
 
     @property
@@ -124,6 +146,9 @@ class Evaluation:
     settling: this period is part of a rescale's pause or of the settling after it; it did not
         enter the windows, and neither ready flag is set.
     rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
+    busy_share: per channel, the mean share of the periods in the overload window it spent
+        processing (None when the snapshots carry no busy shares).
+    top_key_share: per channel, the newest period's share of its records on its most frequent key.
     """
 
     time_s: float
@@ -146,6 +171,8 @@ class Evaluation:
     saturated: bool = False
     settling: bool = False
     rescale_pause_s: float = 0.0
+    busy_share: FloatArray | None = None
+    top_key_share: FloatArray | None = None
 
     @property
     def overloaded_channels(self) -> list[int]:

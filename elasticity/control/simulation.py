@@ -65,6 +65,11 @@ class StageModelOptions(BaseModel):
     cold_capacity_fraction: float = Field(
         0.5, gt=0, le=1, description="Share of the service rate a cold channel starts at; it ramps linearly to 1."
     )
+    micro_batches: bool = Field(
+        False,
+        description="Channels run in lock-step micro-batches: a batch ends when its slowest task does, so every "
+        "channel's probe waits for the most loaded channel's queue (as on Spark).",
+    )
 
 
 def layout_shares(channels: int, kind: LayoutKind, hot_factor: float) -> FloatArray:
@@ -117,7 +122,10 @@ class StageModel:
                 service_rate *= factor
         self.queues = backlog - processed
 
-        latency = opts.base_latency_s + self.queues / service_rate + self.pending_pause_s
+        waiting_s = self.queues / service_rate
+        if opts.micro_batches:
+            waiting_s = np.full(self.channels, waiting_s.max())
+        latency = opts.base_latency_s + waiting_s + self.pending_pause_s
         snapshot = MetricsSnapshot(
             time_s=end_time_s,
             probe_latency_s=latency,
@@ -126,6 +134,8 @@ class StageModel:
             input_rate_rps=float(arrival_rate.sum()),
             lag_records=np.full(opts.kafka_partitions, self.queues.sum() / opts.kafka_partitions),
             layout_epoch=self.layout_epoch,
+            busy_share=processed / service_rate / tick,
+            top_key_share=np.zeros(self.channels),  # many small keys per channel
         )
         self.last_snapshot = snapshot
         return snapshot

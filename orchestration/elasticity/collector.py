@@ -157,6 +157,23 @@ def _throughput(epoch_batches: Sequence[BatchMetrics], first: int, channels: Cha
     return records / span
 
 
+def _work(epoch_batches: Sequence[BatchMetrics], first: int, channels: ChannelMap) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel over epoch_batches[first:]: (share of the time it spent processing, share of its
+    records carried by its most frequent key of each batch)."""
+    basis = epoch_batches[first:]
+    span = max(1e-3, basis[-1].wall_time - _batch_start(epoch_batches, first))
+    busy_ms, top, records = np.zeros(channels.size), np.zeros(channels.size), np.zeros(channels.size)
+    for batch in basis:
+        for entry in batch.per_channel:
+            if entry.channel in channels.channel_ids:
+                i = channels.index_of(entry.channel)
+                busy_ms[i] += entry.proc_ms
+                top[i] += entry.top_key_records
+                records[i] += entry.records
+    top_share = np.divide(top, records, out=np.zeros(channels.size), where=records > 0)
+    return np.minimum(1.0, busy_ms / 1000.0 / span), top_share
+
+
 def _latency(
     epoch_batches: Sequence[BatchMetrics], first: int, channels: ChannelMap, now_s: float, probe_period_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -222,6 +239,7 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
     first = in_period[0] if in_period else len(epoch_batches) - 1
 
     throughput = _throughput(epoch_batches, first, channels)
+    busy, top_key = _work(epoch_batches, first, channels)
     latency, outstanding = _latency(epoch_batches, first, channels, reading.now_s, reading.probe_period_s)
     offsets, input_rate = _offsets(reading, previous, float(throughput.sum()))
     partitions = sorted(reading.end_offsets)
@@ -237,6 +255,8 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         input_rate_rps=input_rate,
         lag_records=lag or [0.0],
         layout_epoch=newest.epoch,
+        busy_share=busy,
+        top_key_share=top_key,
     )
     notes = {
         "newest_batch_id": float(newest.batch_id),

@@ -27,6 +27,7 @@ class ChannelMetrics:
     state_keys: int = 0
     state_bytes: int | None = None
     probe_latency_ms: list[float] = field(default_factory=list)
+    top_key_records: int = 0  # records of the channel's most frequent key: can a split divide its work?
 
 
 @dataclass

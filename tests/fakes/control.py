@@ -31,6 +31,8 @@ def make_evaluation(
     settling: bool = False,
     lag_records: float | None = None,
     rescale_pause_s: float = 0.0,
+    busy_share: Sequence[float] | None = None,
+    top_key_share: Sequence[float] | None = None,
 ) -> Evaluation:
     """An evaluation as the detectors would produce it; per-channel arrays follow the given sets."""
     over = np.zeros(channels, dtype=bool)
@@ -67,6 +69,8 @@ def make_evaluation(
         saturated=saturated,
         settling=settling,
         rescale_pause_s=rescale_pause_s,
+        busy_share=None if busy_share is None else np.asarray(busy_share, dtype=float),
+        top_key_share=None if top_key_share is None else np.asarray(top_key_share, dtype=float),
     )
 
 

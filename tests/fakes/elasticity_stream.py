@@ -53,8 +53,11 @@ class FakeStream:
         lag_records: float = 0.0,
         silent: Iterable[int] = (),
         shares: Mapping[int, float] | None = None,
+        service_ms: float = 0.0,
+        top_key_share: float = 0.0,
     ) -> FakeStream:
-        """Batches of `batch_s` for `seconds` at `rate_rps`; channels in `silent` return no probes."""
+        """Batches of `batch_s` for `seconds` at `rate_rps`; channels in `silent` return no probes;
+        each record costs `service_ms` of a channel's time, its most frequent key is `top_key_share`."""
         quiet = set(silent)
         elapsed = 0.0
         while elapsed < seconds - 1e-9:
@@ -65,10 +68,16 @@ class FakeStream:
                 share = shares[c] if shares is not None else 1.0 / len(self.channels)
                 latency = latency_s[c] if isinstance(latency_s, Mapping) else latency_s
                 probes = [] if c in quiet else [latency * 1000.0] * max(1, round(batch_s / self.probe_period_s))
+                records = round(rate_rps * share * batch_s)
                 per_channel.append(
-                    ChannelMetrics(channel=c, records=round(rate_rps * share * batch_s), probe_latency_ms=probes)
+                    ChannelMetrics(
+                        channel=c,
+                        records=records,
+                        proc_ms=records * service_ms,
+                        probe_latency_ms=probes,
+                        top_key_records=round(records * top_key_share),
+                    )
                 )
-            records = sum(c.records for c in per_channel)
             self.metrics.append(
                 BatchMetrics(
                     stream="fake",
@@ -76,7 +85,7 @@ class FakeStream:
                     epoch=self.epoch,
                     channels=len(self.channels),
                     wall_time=self.now_s,
-                    input_records=records,
+                    input_records=sum(c.records for c in per_channel),
                     batch_ms=batch_s * 1000.0,
                     per_channel=per_channel,
                 )

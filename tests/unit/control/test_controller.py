@@ -196,6 +196,29 @@ def test_no_split_when_split_merge_is_disabled_or_overload_is_widespread():
     assert decision.action == "scale_out"
 
 
+def test_split_the_channel_doing_most_of_the_work_when_every_channel_is_late():
+    # Micro-batches: every channel's probes wait for the slowest task, so all four are late;
+    # channel 2 was busy throughout, the others a third of the time.
+    ev = make_evaluation(4, congested=True, overloaded=range(4), busy_share=[0.3, 0.35, 0.98, 0.3])
+    _, decision = controller().decide(state_with(), ev, 100.0)
+    assert decision.action == "split" and decision.channel == 2 and decision.to_channels == 5
+    assert "busy 98% of the time" in decision.reason and "skew" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("busy_share", "top_key_share"),
+    [
+        ([0.9, 0.85, 0.97, 0.8], None),  # every channel busy: the load, not a channel
+        ([0.3, 0.35, 0.98, 0.3], [0.1, 0.1, 0.8, 0.1]),  # one key is most of the hot channel's work
+        (None, None),  # no busy times measured: lateness alone says load
+    ],
+)
+def test_no_split_by_work_when_the_work_is_even_or_one_key(busy_share, top_key_share):
+    ev = make_evaluation(4, congested=True, overloaded=range(4), busy_share=busy_share, top_key_share=top_key_share)
+    _, decision = controller().decide(state_with(), ev, 100.0)
+    assert decision.action == "scale_out"
+
+
 def test_merge_a_lone_underloaded_channel_into_its_neighbours():
     # 6 channels would run at 93%: no P2; channel 2 alone is light -> merge it.
     ev = make_evaluation(8, underloaded=[2], throughput_rps=5600.0)

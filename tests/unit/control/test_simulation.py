@@ -38,6 +38,16 @@ def test_targeted_split_relieves_a_hot_channel():
     assert run.p99_latency_s[-10:].max() < 1.0
 
 
+def test_targeted_split_in_micro_batches_where_every_channel_is_late():
+    # As on Spark: a batch ends with its slowest task, so all 8 channels' probes are late
+    # together; only the work each channel did points at channel 0.
+    trace = Trace.from_segments("flat", [(60, 12000.0)])
+    model = StageModelOptions(service_rate_rps=2000.0, hot_factor=4.0, micro_batches=True)
+    run = simulate_elastic(trace, model, CONTROL, initial_channels=8, layout="skewed")
+    assert run.decisions and run.decisions[0].action == "split" and run.decisions[0].channel == 0
+    assert "busy" in run.decisions[0].reason
+
+
 def test_model_split_merge_and_rescale_keep_shares_and_backlog():
     model = StageModel(StageModelOptions(hot_factor=3.0), 4, "skewed")
     model.queues = np.array([40.0, 10.0, 10.0, 10.0])

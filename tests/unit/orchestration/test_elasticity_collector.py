@@ -41,6 +41,15 @@ def test_per_channel_values_land_at_the_index_of_their_channel_id():
     np.testing.assert_allclose(collected.snapshot.throughput_rps, [120, 180, 300], rtol=0.05)
 
 
+def test_busy_share_and_top_key_share_per_channel():
+    stream = FakeStream(channels=(0, 3, 7))
+    stream.run(10, 500, 2.0, shares={0: 0.2, 3: 0.2, 7: 0.6}, service_ms=2.0, top_key_share=0.25)
+    snapshot = collect(stream.read(), None, POLICY).snapshot
+    # Channel 7 processes 300 records/s at 2 ms each: busy 60% of the time; the others 20%.
+    np.testing.assert_allclose(snapshot.busy_share, [0.2, 0.2, 0.6], rtol=0.02)
+    np.testing.assert_allclose(snapshot.top_key_share, [0.25, 0.25, 0.25], rtol=0.02)
+
+
 def test_a_channel_whose_probes_stay_missing_times_out_while_the_others_return():
     stream = FakeStream(channels=(0, 1, 2)).run(10, 300, 0.4)
     stream.run(20, 300, 0.4, silent=[1])
