@@ -218,3 +218,31 @@ def run_elasticity_benchmark(
     figures["summary"]["static_runs_simulated"] = static.runs_simulated
     figures["summary"]["total_wall_time_s"] = time.perf_counter() - started
     return figures, run, static
+
+
+REPEATED_FIGURES = (
+    "slo_attainment",
+    "channel_seconds_ratio",
+    "oscillations_in_steady_phases",
+    "max_decisions_to_settle",
+    "rescale_decisions",
+    "max_p99_latency_s",
+)
+"""The summary figures `repeated_summary` reports with their median and spread."""
+
+
+def repeated_summary(summaries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per figure of REPEATED_FIGURES over repeated runs: median, min, max and every run's value."""
+    if not summaries:
+        raise ValueError("no runs to summarize")
+    out: dict[str, dict[str, Any]] = {}
+    for name in REPEATED_FIGURES:
+        values = [float(s[name]) for s in summaries]
+        out[name] = {"median": float(np.median(values)), "min": min(values), "max": max(values), "runs": values}
+    return out
+
+
+def median_run_index(summaries: list[dict[str, Any]]) -> int:
+    """The run whose channel-seconds ratio is the median (the lower one of an even count: a real run)."""
+    order = sorted(range(len(summaries)), key=lambda i: summaries[i]["channel_seconds_ratio"])
+    return order[(len(order) - 1) // 2]

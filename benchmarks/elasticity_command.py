@@ -42,6 +42,7 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from orchestration.cli.common import ConfigOption, friendly_errors
 from pipelines.settings import KafkaConnection
@@ -294,6 +295,9 @@ def elasticity_command(
         0.9, "--static-target", min=0.0, max=1.0, help="SLO attainment a static count must reach."
     ),
     max_offsets: int = typer.Option(10000, "--max-offsets", min=1, help="Cap on records per micro-batch."),
+    repetitions: int = typer.Option(
+        1, "--repetitions", min=1, help="Whole runs (each on a fresh stream); figures as medians with their spread."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Run the elastic loop on a real stream under a trace, then static references; JSON + PNG."""
@@ -314,9 +318,13 @@ def elasticity_command(
         max_offsets,
     )
     console = Console()
+    runs = []
     with friendly_errors():  # e.g. no broker at the configured address: one line, not a trace
         settings = load_settings(config)
-        figures, run = run_benchmark(settings, options, console)
+        for repetition in range(repetitions):
+            console.rule(f"run {repetition + 1} of {repetitions}")
+            runs.append(run_benchmark(settings, options, console))
+    figures, run = _with_repetitions(runs)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(figures, indent=2, default=str))
     png = png_path or json_path.with_suffix(".png")
@@ -324,9 +332,37 @@ def elasticity_command(
 
     write_plot(run, figures, png)
     table = figures_table(figures)
-    table.title = f"Elastic stream on the {figures['trace']} trace (real Kafka + Spark)"
+    table.title = f"Elastic stream on the {figures['trace']} trace (real Kafka + Spark, median run of {len(runs)})"
     console.print(table)
-    console.print(f"JSON: {json_path}   PNG: {png}")
+    if len(runs) > 1:
+        console.print(repetitions_table(figures["repetitions"]))
+    console.print(f"JSON: {json_path}   PNG: {png} (the median run)")
+
+
+def _with_repetitions(runs: list[tuple[dict[str, Any], Any]]) -> tuple[dict[str, Any], Any]:
+    """The median run's figures (and run, for the plot), with every run's summary and each
+    figure's median and spread under `repetitions`."""
+    from benchmarks.control_figures import median_run_index, repeated_summary
+
+    summaries = [figures["summary"] for figures, _ in runs]
+    figures, run = runs[median_run_index(summaries)]
+    figures = {**figures, "repetitions": repeated_summary(summaries), "run_summaries": summaries}
+    return figures, run
+
+
+def repetitions_table(repeated: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="Over the repetitions")
+    for column in ("figure", "median", "min", "max", "runs"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    for name, values in repeated.items():
+        table.add_row(
+            name,
+            f"{values['median']:.3f}",
+            f"{values['min']:.3f}",
+            f"{values['max']:.3f}",
+            " / ".join(f"{v:.3f}" for v in values["runs"]),
+        )
+    return table
 
 
 def run_benchmark(settings, options: BenchOptions, console: Console):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.elasticity_command import BenchOptions, _static_candidates, per_second_series
+from benchmarks.elasticity_command import BenchOptions, _static_candidates, _with_repetitions, per_second_series
 from pipelines.streams.metrics import BatchMetrics, ChannelMetrics
 
 
@@ -45,3 +45,24 @@ def test_a_long_batch_shows_as_rising_latency_while_it_runs_not_only_at_its_end(
 def test_static_candidates_start_at_the_count_saturated_by_the_peak():
     options = BenchOptions("esault", 800, 1.25, 1, 4.0, 8.0, 5.0, 8, 1, 45, 0.9, 3000)
     assert _static_candidates(options) == [4, 5, 6, 7, 8]
+
+
+def _summary(ratio: float, slo: float) -> dict:
+    return {
+        "slo_attainment": slo,
+        "channel_seconds_ratio": ratio,
+        "oscillations_in_steady_phases": 0,
+        "max_decisions_to_settle": 2,
+        "rescale_decisions": 4,
+        "max_p99_latency_s": 3.0,
+    }
+
+
+def test_repetitions_report_medians_spread_and_the_median_run():
+    runs = [({"summary": _summary(r, s)}, f"run{i}") for i, (r, s) in enumerate([(1.3, 0.9), (0.9, 1.0), (1.1, 0.97)])]
+    figures, run = _with_repetitions(runs)
+    assert run == "run2" and figures["summary"]["channel_seconds_ratio"] == 1.1  # the median run, a real one
+    ratio = figures["repetitions"]["channel_seconds_ratio"]
+    assert (ratio["median"], ratio["min"], ratio["max"]) == (1.1, 0.9, 1.3)
+    assert figures["repetitions"]["slo_attainment"]["runs"] == [0.9, 1.0, 0.97]
+    assert len(figures["run_summaries"]) == 3
