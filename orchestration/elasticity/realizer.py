@@ -24,9 +24,12 @@ from typing import Any
 from elasticity.control import Decision
 from elasticity.layout import HashRange, Layout, diff, ideal_moved_fraction, moved_space_fraction
 from orchestration.elasticity.collector import ChannelMap
-from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, RescaleTarget
+from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, RescaleTarget, forgettable
 from pipelines.streams.files import StreamFiles
 from pipelines.streams.spec import StreamSpec
+
+KEEP_PLOTS = 32
+"""Share plots kept per stream (`<control>/plots`), newest first: the UI's recent rescales keep theirs."""
 
 
 class OfflineRefused(RuntimeError):
@@ -221,7 +224,19 @@ def write_share_plot(plan: RescalePlan, path: Path) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
-    return path.read_bytes()
+    data = path.read_bytes()
+    forget_old_plots(path.parent)
+    return data
+
+
+def forget_old_plots(folder: Path, keep: int = KEEP_PLOTS) -> None:
+    """Keep the newest `keep` plots of a stream's control folder (older materializations in the UI
+    lose their picture, as their runs do under run retention)."""
+    from elasticity.state import Location
+
+    plots = Location.of(str(folder))
+    for name in forgettable(plots, "", ".png", keep, min_age_s=0.0):
+        plots.delete_file(name)
 
 
 def result_json(result: RescaleResult) -> str:

@@ -189,32 +189,19 @@ class ControlChannel:
 
     def answers(self) -> list[str]:
         """The request ids answered and still kept, oldest first."""
-        return [name.removeprefix("result-").removesuffix(".json") for name in self._oldest_first("result-", ".json")]
+        return [
+            name.removeprefix("result-").removesuffix(".json")
+            for name in oldest_first(self.location, "result-", ".json")
+        ]
 
     def forget_old_answers(self, keep: int = KEEP_ANSWERS, min_age_s: float = ANSWER_MIN_AGE_S) -> None:
         """Delete results and set-aside requests beyond the newest `keep` of each kind that were
         written more than `min_age_s` ago."""
-        cutoff = time.time() - min_age_s
-        for name in self._forgettable("result-", ".json", keep, cutoff):
+        for name in forgettable(self.location, "result-", ".json", keep, min_age_s):
             self.location.delete_file(name)
-        for reason in self._forgettable("rejected-", ".reason", keep, cutoff):
+        for reason in forgettable(self.location, "rejected-", ".reason", keep, min_age_s):
             self.location.delete_file(reason.removesuffix(".reason") + ".json")
             self.location.delete_file(reason)
-
-    def _written_at(self) -> dict[str, float]:
-        infos = self.location.fs.get_file_info(pafs.FileSelector(self.location.path, allow_not_found=True))
-        return {i.base_name: i.mtime.timestamp() if i.mtime is not None else 0.0 for i in infos}
-
-    def _oldest_first(self, prefix: str, suffix: str, written: dict[str, float] | None = None) -> list[str]:
-        written = self._written_at() if written is None else written
-        names = [n for n in written if n.startswith(prefix) and n.endswith(suffix)]
-        return sorted(names, key=lambda n: (written[n], n))
-
-    def _forgettable(self, prefix: str, suffix: str, keep: int, cutoff: float) -> list[str]:
-        written = self._written_at()
-        oldest_first = self._oldest_first(prefix, suffix, written)
-        beyond_kept = oldest_first[: max(len(oldest_first) - keep, 0)]
-        return [name for name in beyond_kept if written[name] < cutoff]
 
     def result(self, request_id: str) -> RescaleResult | None:
         name = f"result-{request_id}.json"
@@ -231,3 +218,23 @@ class ControlChannel:
         raise TimeoutError(
             f"the stream did not answer rescale request {request_id} within {timeout_s:.0f}s; is it running?"
         )
+
+
+def _written_at(location: Location) -> dict[str, float]:
+    infos = location.fs.get_file_info(pafs.FileSelector(location.path, allow_not_found=True))
+    return {i.base_name: i.mtime.timestamp() if i.mtime is not None else 0.0 for i in infos}
+
+
+def oldest_first(location: Location, prefix: str, suffix: str, written: dict[str, float] | None = None) -> list[str]:
+    """Names in `location` with that prefix and suffix, oldest written first."""
+    written = _written_at(location) if written is None else written
+    names = [n for n in written if n.startswith(prefix) and n.endswith(suffix)]
+    return sorted(names, key=lambda n: (written[n], n))
+
+
+def forgettable(location: Location, prefix: str, suffix: str, keep: int, min_age_s: float) -> list[str]:
+    """The names `oldest_first` lists beyond the newest `keep` that were written over `min_age_s` ago."""
+    written = _written_at(location)
+    cutoff = time.time() - min_age_s
+    names = oldest_first(location, prefix, suffix, written)
+    return [name for name in names[: max(len(names) - keep, 0)] if written[name] < cutoff]

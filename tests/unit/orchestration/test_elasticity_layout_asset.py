@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,17 @@ def test_a_target_that_makes_no_sense_fails_with_the_reason(settings, stopped_st
         result = _run(settings, {"target": {"op": "merge", "channel": 7}}, instance)
     assert not result.success
     assert "needs a channel among [0, 1]" in result.failure_data_for_node(LAYOUT_OP).user_failure_data.description
+
+
+def test_only_the_newest_share_plots_are_kept(tmp_path):
+    from orchestration.elasticity.realizer import KEEP_PLOTS, plan_rescale, write_share_plot
+    from pipelines.streams.control import RescaleTarget
+
+    current = Layout.uniform(2)
+    for epoch in range(1, KEEP_PLOTS + 4):
+        path = tmp_path / f"layout-e{epoch}.png"
+        write_share_plot(plan_rescale(current, RescaleTarget(op="scale_to", channels=3), epoch), path)
+        stamp = 1_700_000_000 + epoch  # written in epoch order
+        os.utime(path, (stamp, stamp))
+    kept = sorted(int(p.stem.removeprefix("layout-e")) for p in tmp_path.glob("*.png"))
+    assert kept == list(range(4, KEEP_PLOTS + 4))  # the oldest go once a newer one is written
