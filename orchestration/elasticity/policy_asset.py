@@ -20,12 +20,14 @@ from orchestration.streams.catalog import StreamEntry, stream_spec
 
 
 class PolicyChangeConfig(Config):
-    """The policy fields to change; a field left out (null) keeps its current value."""
+    """The policy fields to change; a field left out (null) keeps its current value. The bounds are
+    checked by `ElasticityPolicy` (one set of rules for the file and the UI): a bad value fails
+    the run with the field and the rule, and changes nothing."""
 
-    slo_s: float | None = Field(None, gt=0, description="Latency SLO in seconds (p99 probe latency per channel).")
-    min_channels: int | None = Field(None, ge=1, description="Never fewer channels than this.")
-    max_channels: int | None = Field(None, ge=1, le=MAX_CHANNELS, description="Never more channels than this.")
-    cooldown_s: float | None = Field(None, ge=0, description="No decision this long after a rescale decision.")
+    slo_s: float | None = Field(None, description="Latency SLO in seconds, > 0 (p99 probe latency per channel).")
+    min_channels: int | None = Field(None, description="Never fewer channels than this (>= 1).")
+    max_channels: int | None = Field(None, description=f"Never more channels than this (<= {MAX_CHANNELS}).")
+    cooldown_s: float | None = Field(None, description="No decision this long after a rescale decision (>= 0).")
     split_merge: bool | None = Field(None, description="Allow targeted split/merge of one channel.")
     auto_rescale: bool | None = Field(None, description="Let the sensor request rescale runs (false: explain only).")
     reset: bool = Field(False, description="Drop every earlier change first (back to the code location's defaults).")
