@@ -9,6 +9,7 @@ import json
 import pytest
 from dagster import DagsterInstance, materialize
 
+from orchestration.elasticity.decisions import read_decision
 from orchestration.elasticity.policy import (
     ElasticityPolicy,
     PolicyFileError,
@@ -114,6 +115,8 @@ def test_the_next_tick_uses_and_cites_the_new_slo(settings, instance):
     assert "SLO 5,000 ms" in _sensor_ticks(settings, instance, stream, step, 2)[-1].skip_reason.skip_message
     assert _set_policy(settings, instance, slo_s=42.0).success
     assert "SLO 42,000 ms" in _sensor_ticks(settings, instance, stream, step, 1)[-1].skip_reason.skip_message
+    recorded = read_decision(stream_spec(settings.load(), ENTRY).control_dir)  # what `esp status` shows
+    assert not recorded.rescale and "SLO 42,000 ms" in recorded.reason
 
 
 def test_a_rescale_decision_cites_the_slo_it_was_decided_under(settings, instance):
