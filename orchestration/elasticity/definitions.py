@@ -5,7 +5,7 @@ and the policy asset with the job that changes it from the UI.
 (tests and other code locations call it with their own); `defs` is the code location's set.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dagster import DefaultSensorStatus, Definitions, define_asset_job
 
@@ -28,7 +28,9 @@ def elasticity_definitions(
     interval_s: int = DEFAULT_INTERVAL_S,
     policy: ElasticityPolicy | None = None,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+    source: Callable[..., object] | None = None,
 ) -> Definitions:
+    """`source` replaces the real Kafka metrics source of the sensors (tests; see make_elasticity_sensor)."""
     assets, jobs, sensors = [], [], []
     # The policy the sensors fall back on, and the one a policy change is validated against.
     default = policy or ElasticityPolicy(sample_period_s=float(interval_s))
@@ -42,7 +44,7 @@ def elasticity_definitions(
         policy_asset = make_policy_asset(entry, default)
         assets += [layout, policy_asset]
         jobs += [job, define_asset_job(policy_job_name(entry.name), selection=[policy_asset])]
-        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, default, default_status))
+        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, default, default_status, source))
     return Definitions(assets=assets, jobs=jobs, sensors=sensors)
 
 
