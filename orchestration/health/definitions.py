@@ -38,7 +38,9 @@ def health_definitions(
     policy: ElasticityPolicy | None = None,
     stale_after_s: int = DEFAULT_STALE_AFTER_S,
     freshness_interval_s: int = 30,
+    with_schedule: bool = True,
 ) -> Definitions:
+    """`with_schedule=False` leaves out the health schedule (tests that must not run the job by the clock)."""
     default = policy or ElasticityPolicy(sample_period_s=float(DEFAULT_INTERVAL_S))
     dashboards = [make_dashboard_asset(entry, default) for entry in entries]
     checks = [make_slo_check(entry, default) for entry in entries]
@@ -52,11 +54,12 @@ def health_definitions(
         selection=AssetSelection.assets(*dashboards) | AssetSelection.checks(*checks, *fresh),
         description="Render each stream's dashboard; run its SLO, dead-letter rate and freshness checks.",
     )
+    schedule = utc_schedule(HEALTH_SCHEDULE, job, HEALTH_CRON, "Every stream's dashboard and health checks.")
     return Definitions(
         assets=[*dashboards, alerts],
         asset_checks=[*checks, *fresh],
         jobs=[job],
-        schedules=[utc_schedule(HEALTH_SCHEDULE, job, HEALTH_CRON, "Every stream's dashboard and health checks.")],
+        schedules=[schedule] if with_schedule else [],
         sensors=[make_run_failure_sensor(entries), freshness_sensor(fresh, freshness_interval_s)],
     )
 
