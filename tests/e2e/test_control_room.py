@@ -316,8 +316,8 @@ def test_a_stream_without_observations_goes_stale(room):
     def stale() -> dict | None:
         # Overdue since the observation (not "never observed", as before it).
         executions = [e for e in room.check_executions(key, FRESHNESS_CHECK) if e["evaluation"]]
-        failed = [e for e in executions if not e["evaluation"]["success"] and "dagster/overdue_seconds" in labels(e)]
-        return next((e for e in failed if "dagster/last_updated_time" in labels(e)), None)
+        failed = [e for e in executions if not e["evaluation"]["success"]]
+        return next((e for e in failed if "dagster/last_updated_timestamp" in labels(e)), None)
 
     # The check launched right after the observation, or Dagster's freshness sensor once the
     # observation may be overdue, finds it stale: no observation came since.
