@@ -36,6 +36,7 @@ def render_dashboard(samples: Sequence[StreamSample], slo_ms: float, title: str,
 
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     times = [datetime.fromtimestamp(s.at) for s in samples]
     fig, axes = plt.subplots(4, 1, figsize=(9, 8), sharex=True)
@@ -52,6 +53,7 @@ def render_dashboard(samples: Sequence[StreamSample], slo_ms: float, title: str,
     latency.legend(loc="upper left")
     channels.step(times, [s.channels for s in samples], where="post", color="tab:green")
     channels.set_ylabel("channels")
+    channels.yaxis.set_major_locator(MaxNLocator(integer=True))
     for change in rescales(samples):
         for ax in axes:
             ax.axvline(datetime.fromtimestamp(change.at), color="grey", linestyle=":", linewidth=1)
