@@ -5,6 +5,7 @@ from __future__ import annotations
 from dagster import Definitions
 
 from orchestration.elasticity.definitions import defs as elasticity_defs
+from orchestration.health.definitions import defs as health_defs
 from orchestration.platform.definitions import defs as platform_defs
 from orchestration.quality.definitions import defs as data_quality_defs  # quality + backfills
 from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
@@ -21,5 +22,10 @@ def shared_resources() -> dict[str, object]:
 
 
 defs = Definitions.merge(
-    platform_defs, stream_defs, elasticity_defs, data_quality_defs, Definitions(resources=shared_resources())
+    platform_defs,
+    stream_defs,
+    elasticity_defs,
+    data_quality_defs,
+    health_defs,
+    Definitions(resources=shared_resources()),
 )

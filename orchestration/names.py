@@ -53,6 +53,20 @@ def daily_counts_asset_key(stream: str) -> AssetKey:
     return AssetKey(f"{stream}_daily_counts")
 
 
+def policy_asset_key(stream: str) -> AssetKey:
+    """The stream's elasticity policy; each change made from the UI is a materialization."""
+    return AssetKey(f"{stream}_elasticity_policy")
+
+
+def dashboard_asset_key(stream: str) -> AssetKey:
+    """The stream's last hour as a PNG (rates, lag, p99, channels, rescale markers)."""
+    return AssetKey(f"{stream}_dashboard")
+
+
+ALERTS_ASSET_KEY = AssetKey("stream_alerts")
+"""One materialization per alert (a failed stream or resize run)."""
+
+
 def op_name(key: AssetKey) -> str:
     """The name of the op that computes the asset (the `ops` key of a run config), as Dagster derives it."""
     return key.to_python_identifier()
@@ -71,7 +85,19 @@ def resize_job_name(stream: str) -> str:
     return f"{stream}_resize_job"
 
 
+def stop_job_name(stream: str) -> str:
+    """The job whose run stops the stream (holds its supervisor, terminates its run)."""
+    return f"{stream}_stop_job"
+
+
+def policy_job_name(stream: str) -> str:
+    """The job whose run changes the stream's elasticity policy (materializes its policy asset)."""
+    return f"{stream}_set_policy_job"
+
+
 VALIDATION_JOB = "validation_job"
+HEALTH_JOB = "stream_health_job"
+"""Renders every stream's dashboard and runs the SLO and dead-letter rate checks."""
 DAILY_RECOMPUTE_JOB = "daily_recompute_job"
 LOAD_GENERATOR_JOB = "load_generator_job"
 RUN_RETENTION_JOB = "run_retention_job"
@@ -89,6 +115,11 @@ def supervisor_sensor_name(stream: str) -> str:
     return f"{stream}_supervisor"
 
 
+RUN_FAILURE_SENSOR = "stream_run_failure_alerts"
+"""Alerts on a failed stream or resize run."""
+FRESHNESS_SENSOR = "stream_freshness_sensor"
+"""Runs the streams' freshness checks (Dagster's own)."""
+HEALTH_SCHEDULE = "stream_health_schedule"
 VALIDATION_SCHEDULE = "validation_schedule"
 NIGHTLY_BACKFILL_SCHEDULE = "nightly_backfill_schedule"
 RUN_RETENTION_SCHEDULE = "run_retention_schedule"
@@ -99,6 +130,12 @@ RESULTS_SUITE_CHECK = "results_suite"
 RECONCILIATION_CHECK = "reconciliation"
 DEAD_LETTER_VOLUME_CHECK = "dead_letter_volume"
 STATE_AFTER_RESCALE_CHECK = "state_after_rescale"
+STREAM_SLO_CHECK = "slo"
+"""On `<stream>_stream`: p99 probe latency over the recent observations vs the policy's SLO."""
+DEAD_LETTER_RATE_CHECK = "dead_letter_rate"
+"""On `<stream>_stream`: dead letters / input records over a recent window vs a threshold."""
+FRESHNESS_CHECK = "freshness_check"
+"""On `<stream>_stream`: Dagster's last-update freshness check (the name Dagster gives it)."""
 
 
 def check_op_name(key: AssetKey, check: str) -> str:
@@ -125,6 +162,7 @@ ELASTICITY_GROUP = "elasticity"
 TABLES_GROUP = "tables"
 BACKFILLS_GROUP = "backfills"
 PLATFORM_GROUP = "platform"
+HEALTH_GROUP = "health"
 
 # -- run and op tag keys --------------------------------------------------------------------------
 

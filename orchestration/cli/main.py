@@ -13,6 +13,7 @@ from benchmarks.soak_command import soak_command
 from orchestration.cli.backfill import backfill_command
 from orchestration.cli.infra import infra_app, topics_app, ui_command
 from orchestration.cli.load import load_app
+from orchestration.cli.status import status_command
 from orchestration.cli.stream import stream_app
 
 app = typer.Typer(
@@ -29,5 +30,6 @@ app.add_typer(load_app, name="load")
 app.command("ui")(ui_command)
 app.command("backfill")(backfill_command)
 app.command("soak")(soak_command)
+app.command("status")(status_command)
 
 __all__ = ["app"]

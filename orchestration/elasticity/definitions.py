@@ -1,17 +1,25 @@
-"""Definitions of the elasticity domain: per catalogued stream, the resizing asset, its job, its sensor.
+"""Definitions of the elasticity domain: per catalogued stream, the resizing asset, its job, its sensor,
+and the policy asset with the job that changes it from the UI.
 
 `elasticity_definitions(...)` builds them for any stream entries, interval and default policy
 (tests and other code locations call it with their own); `defs` is the code location's set.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dagster import DefaultSensorStatus, Definitions, define_asset_job
 
 from orchestration.elasticity.assets import make_layout_asset
 from orchestration.elasticity.policy import ElasticityPolicy
+from orchestration.elasticity.policy_asset import make_policy_asset
 from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S, make_elasticity_sensor
-from orchestration.names import MAX_RUNTIME_TAG, RESCALE_TAG, RESIZE_MAX_RUNTIME_S, resize_job_name
+from orchestration.names import (
+    MAX_RUNTIME_TAG,
+    RESCALE_TAG,
+    RESIZE_MAX_RUNTIME_S,
+    policy_job_name,
+    resize_job_name,
+)
 from orchestration.streams.catalog import STREAMS, StreamEntry
 
 
@@ -20,8 +28,12 @@ def elasticity_definitions(
     interval_s: int = DEFAULT_INTERVAL_S,
     policy: ElasticityPolicy | None = None,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+    source: Callable[..., object] | None = None,
 ) -> Definitions:
+    """`source` replaces the real Kafka metrics source of the sensors (tests; see make_elasticity_sensor)."""
     assets, jobs, sensors = [], [], []
+    # The policy the sensors fall back on, and the one a policy change is validated against.
+    default = policy or ElasticityPolicy(sample_period_s=float(interval_s))
     for entry in entries:
         layout = make_layout_asset(entry)
         # The tag puts manual launches under the same one-rescale-per-stream concurrency limit.
@@ -29,9 +41,10 @@ def elasticity_definitions(
         # and hold the concurrency slot forever: Dagster's run monitoring fails it after the limit.
         tags = {RESCALE_TAG: entry.name, MAX_RUNTIME_TAG: str(RESIZE_MAX_RUNTIME_S)}
         job = define_asset_job(resize_job_name(entry.name), selection=[layout], tags=tags)
-        assets.append(layout)
-        jobs.append(job)
-        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, policy, default_status))
+        policy_asset = make_policy_asset(entry, default)
+        assets += [layout, policy_asset]
+        jobs += [job, define_asset_job(policy_job_name(entry.name), selection=[policy_asset])]
+        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, default, default_status, source))
     return Definitions(assets=assets, jobs=jobs, sensors=sensors)
 
 

@@ -12,6 +12,7 @@ import); the code location's defaults apply otherwise.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,13 @@ class ElasticityPolicy(BaseModel):
     min_channels: int = Field(1, ge=1, description="Never fewer channels than this.")
     max_channels: int = Field(
         8, ge=1, le=MAX_CHANNELS, description="Never more channels (keep <= the Spark task slots of the stream)."
+    )
+    cooldown_s: float | None = Field(
+        None, ge=0, description="No decision this long after a rescale decision (None: one sample period)."
+    )
+    split_merge: bool = Field(True, description="Allow targeted split/merge of one channel (off: levels only).")
+    auto_rescale: bool = Field(
+        True, description="Request rescale runs (off: the sensor still decides and explains, but runs nothing)."
     )
     metrics_limit: int = Field(120, ge=4, description="Metrics records (one per batch) read per evaluation.")
     rescale_timeout_s: float = Field(
@@ -94,12 +102,13 @@ class ElasticityPolicy(BaseModel):
                 max_channels=self.max_channels,
                 # The new layout's windows must refill anyway; the cooldown only has to cover the
                 # rescale run itself (it starts a few seconds after the decision).
-                cooldown_s=self.sample_period_s,
+                cooldown_s=self.sample_period_s if self.cooldown_s is None else self.cooldown_s,
                 # A rescale run gives up after rescale_timeout_s: until then a rescale not yet visible
                 # in the metrics is still in flight, not failed.
                 rescale_timeout_s=self.rescale_timeout_s,
                 scale_out_utilization=0.6,
                 scale_in_utilization=0.5,
+                enable_split_merge=self.split_merge,
             ),
         )
 
@@ -120,15 +129,45 @@ def load_policy(control_dir: str | Path, default: ElasticityPolicy) -> Elasticit
         raise PolicyFileError(f"policy override {path} is not JSON ({error}); fix or remove it") from error
     if not isinstance(overrides, dict):
         raise PolicyFileError(f"policy override {path} must hold a JSON object of policy fields; fix or remove it")
+    return _validated(default, overrides, f"policy override {path}", "; fix or remove it")
+
+
+def _validated(default: ElasticityPolicy, overrides: dict[str, Any], what: str, advice: str) -> ElasticityPolicy:
     try:
         return ElasticityPolicy.model_validate({**default.model_dump(exclude={"control"}), **overrides})
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'policy'}: {e['msg']}" for e in error.errors())
-        raise PolicyFileError(f"policy override {path} is invalid: {problems}; fix or remove it") from error
+        raise PolicyFileError(f"{what} is invalid: {problems}{advice}") from error
+
+
+def read_overrides(control_dir: str | Path) -> dict[str, Any]:
+    """The fields a stream's override file sets ({} when there is none or it is not a JSON object)."""
+    path = policy_path(control_dir)
+    try:
+        overrides = json.loads(path.read_bytes()) if path.is_file() else {}
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return overrides if isinstance(overrides, dict) else {}
+
+
+def change_policy(
+    control_dir: str | Path, changes: dict[str, Any], default: ElasticityPolicy, reset: bool = False
+) -> tuple[ElasticityPolicy, dict[str, Any]]:
+    """Apply `changes` on top of the stream's override file (or on the defaults when `reset`) and
+    store the result atomically; returns the effective policy and the stored overrides.
+    PolicyFileError (nothing stored) when the result is not a valid policy."""
+    overrides = {**({} if reset else read_overrides(control_dir)), **changes}
+    policy = _validated(default, overrides, "the policy change", "; nothing changed")
+    path = policy_path(control_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    scratch.write_text(json.dumps(overrides, indent=2))
+    os.replace(scratch, path)  # atomic: a sensor tick never reads half a file
+    return policy, overrides
 
 
 def write_policy(control_dir: str | Path, policy: ElasticityPolicy) -> Path:
-    """Store a stream's policy override (tests, the benchmark, an operator)."""
+    """Store a stream's whole policy as its override (tests, the benchmark, an operator)."""
     path = policy_path(control_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(policy.model_dump_json(exclude_none=True, indent=2))

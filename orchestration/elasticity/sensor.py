@@ -25,6 +25,7 @@ from dagster import (
     sensor,
 )
 
+from orchestration.elasticity.decisions import DecisionRecord, write_decision
 from orchestration.elasticity.policy import ElasticityPolicy, PolicyFileError, load_policy
 from orchestration.names import RESCALE_TAG, elasticity_sensor_name, layout_asset_key, op_name
 from orchestration.resources import EspSettingsResource
@@ -98,28 +99,36 @@ def make_elasticity_sensor(
         from orchestration.elasticity.tick import decide_tick, run_tags
 
         spec = stream_spec(esp_settings.load(), entry)
+
+        def skip(reason: str, cursor: str | None, rule: str = "") -> SensorResult:
+            write_decision(spec.control_dir, DecisionRecord(at=time.time(), rescale=False, rule=rule, reason=reason))
+            return SensorResult(skip_reason=SkipReason(reason), cursor=cursor)
+
         try:
             stream_policy = load_policy(spec.control_dir, default_policy)
         except PolicyFileError as error:
             # No decision on a policy nobody chose; the stream runs on, on its committed layout.
             context.log.error(str(error))
-            return SensorResult(skip_reason=SkipReason(str(error)), cursor=context.cursor)
+            return skip(str(error), context.cursor)
         waiting = rescale_in_flight(context.instance, entry.name, spec)
         if waiting is not None:
-            return SensorResult(skip_reason=SkipReason(waiting), cursor=context.cursor)
+            return skip(waiting, context.cursor)
         make_source = source or (lambda spec, policy: KafkaStreamSource(spec, policy.metrics_limit))
         try:
             reading = make_source(spec, stream_policy).read(time.time())
         except (KafkaError, OSError) as error:
-            return SensorResult(
-                skip_reason=SkipReason(f"cannot read {entry.name}'s metrics: {error}"), cursor=context.cursor
-            )
+            return skip(f"cannot read {entry.name}'s metrics: {error}", context.cursor)
         outcome = decide_tick(context.cursor, reading, stream_policy)
         if (note := reading.skipped_note()) is not None:
             context.log.warning("%s: %s", entry.name, note)
         if not outcome.is_rescale:
-            return SensorResult(skip_reason=SkipReason(outcome.skip_reason), cursor=outcome.cursor)
+            rule = outcome.decision.rule if outcome.decision is not None else ""
+            return skip(outcome.skip_reason or "", outcome.cursor, rule)
         context.log.info("%s: %s", entry.name, outcome.decision.reason)
+        write_decision(
+            spec.control_dir,
+            DecisionRecord(at=time.time(), rescale=True, rule=outcome.decision.rule, reason=outcome.decision.reason),
+        )
         request = RunRequest(
             run_key=f"{entry.name}-e{outcome.collected.epoch}-{int(outcome.decision.time_s)}",
             run_config=rescale_run_config(entry, outcome, stream_policy),

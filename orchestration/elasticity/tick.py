@@ -72,16 +72,27 @@ class TickOutcome:
         return self.target is not None
 
 
+def slo_text(policy: ElasticityPolicy) -> str:
+    """How every reason cites the SLO it was decided under (a changed policy shows at the next tick)."""
+    return f"SLO {policy.slo_s * 1000:,.0f} ms"
+
+
+def tick_numbers(collected: Collected, policy: ElasticityPolicy) -> str:
+    """The numbers a person checks a decision against, the SLO among them."""
+    snapshot = collected.snapshot
+    return (
+        f"p99 {collected.p99_latency_s * 1000:,.0f} ms ({slo_text(policy)}), "
+        f"lag {snapshot.total_lag_records:,.0f} records, in {snapshot.input_rate_rps:,.0f} rec/s, "
+        f"out {snapshot.total_throughput_rps:,.0f} rec/s"
+    )
+
+
 def explain(
     decision: Decision, collected: Collected, policy: ElasticityPolicy, now_s: float, cooldown_until: float | None
 ) -> str:
     """The SkipReason of a tick without rescale: the rule's view plus the numbers a person checks."""
     snapshot = collected.snapshot
-    numbers = (
-        f"p99 {collected.p99_latency_s * 1000:,.0f} ms (SLO {policy.slo_s * 1000:,.0f} ms), "
-        f"lag {snapshot.total_lag_records:,.0f} records, in {snapshot.input_rate_rps:,.0f} rec/s, "
-        f"out {snapshot.total_throughput_rps:,.0f} rec/s"
-    )
+    numbers = tick_numbers(collected, policy)
     if decision.rule == "cooldown" and cooldown_until is not None:
         until = time.strftime("%H:%M:%S", time.localtime(cooldown_until))
         return f"cooling down until {until} ({cooldown_until - now_s:.0f} s) after a rescale; {numbers}"
@@ -111,6 +122,11 @@ def _decide(cursor_text: str | None, reading: StreamReading, policy: ElasticityP
         collected = collect(reading, cursor.offsets, policy)
     except NotReady as not_ready:
         return TickOutcome(cursor=cursor_text or "", skip_reason=str(not_ready))
+    if not policy.auto_rescale:
+        # The loop's windows stay as they were: nothing is decided while a person steers by hand.
+        held = SensorCursor(cursor.loop, collected.offsets).to_json()
+        reason = f"automatic rescaling is off in the policy; {tick_numbers(collected, policy)}"
+        return TickOutcome(cursor=held, collected=collected, skip_reason=reason)
     state, _evaluation, decision = control_step(
         policy.control_options(), cursor.loop, collected.snapshot, reading.now_s
     )
@@ -119,6 +135,7 @@ def _decide(cursor_text: str | None, reading: StreamReading, policy: ElasticityP
         reason = explain(decision, collected, policy, reading.now_s, state.controller.cooldown_until_s)
         return TickOutcome(cursor=new_cursor, decision=decision, collected=collected, skip_reason=reason)
     target = target_for(decision, collected.channels)
+    decision = decision.model_copy(update={"reason": f"{decision.reason} ({slo_text(policy)})"})
     return TickOutcome(cursor=new_cursor, decision=decision, target=target, collected=collected)
 
 

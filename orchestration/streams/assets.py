@@ -5,12 +5,15 @@ probe latency percentiles, channels), so the asset's page in the UI is its live 
 Terminating the run stops the query at a batch boundary.
 """
 
+import time
+
 from dagster import (
     AssetExecutionContext,
     AssetObservation,
     AssetsDefinition,
     Config,
     MaterializeResult,
+    MetadataValue,
     asset,
 )
 from pydantic import Field
@@ -18,6 +21,9 @@ from pydantic import Field
 from orchestration.names import STREAM_TAG, STREAMS_GROUP, stream_asset_key
 from orchestration.resources import EspSettingsResource, EspSparkResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
+from orchestration.streams.stop import clear_stop_marker
+
+LAST_UPDATED_KEY = "dagster/last_updated_timestamp"
 
 
 class StreamRunConfig(Config):
@@ -77,12 +83,16 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
             **retention_options(config),
         )
         refuse_if_held(spec)  # before the Spark session: a second writer fails at once
+        if clear_stop_marker(spec.control_dir):
+            context.log.info("%s was stopped by hand; this run starts it again", entry.name)
         service = StreamService(spark.spark_session, spec)
         observations = []
 
         def observe(observation) -> None:
             observations.append(observation)
-            context.log_event(AssetObservation(asset_key=key, metadata=observation.as_metadata()))
+            # The timestamp key makes the observation count for Dagster's freshness check.
+            metadata = {**observation.as_metadata(), LAST_UPDATED_KEY: MetadataValue.timestamp(time.time())}
+            context.log_event(AssetObservation(asset_key=key, metadata=metadata))
 
         context.log.info("starting stream %s on topic %s with state under %s", spec.name, spec.input_topic, spec.root)
         # The supervisor takes this run for dead when the beats stop (see orchestration.streams.supervisor).

@@ -1,4 +1,4 @@
-"""Definitions of the streams domain, one asset + job + supervisor per catalogued stream."""
+"""Definitions of the streams domain, one asset + job + stop job + supervisor per catalogued stream."""
 
 from dagster import Definitions, define_asset_job
 
@@ -6,6 +6,7 @@ from orchestration.names import STREAM_TAG, stream_job_name
 from orchestration.streams.assets import make_stream_asset
 from orchestration.streams.catalog import STREAMS
 from orchestration.streams.load_job import load_generator_job
+from orchestration.streams.stop import make_stop_job
 from orchestration.streams.supervisor import make_supervisor
 
 
@@ -17,7 +18,7 @@ def _stream_definitions() -> Definitions:
             stream_job_name(entry.name), selection=[stream_asset], tags={STREAM_TAG: entry.name}
         )
         assets.append(stream_asset)
-        jobs.append(stream_job)
+        jobs += [stream_job, make_stop_job(entry)]
         sensors.append(make_supervisor(entry, stream_job.name))
     return Definitions(assets=assets, jobs=[*jobs, load_generator_job], sensors=sensors)
 

@@ -3,7 +3,8 @@
 The cursor remembers consecutive failures; the wait doubles with each (capped), and every tick
 says why it started a run or why it did not. A STARTED run whose driver stopped beating (its
 process was killed, or the code server that launched it died) is marked failed here, since the
-default run launcher never notices; the next ticks restart it like any failed run.
+default run launcher never notices; the next ticks restart it like any failed run. A stream
+stopped by `<stream>_stop_job` (its marker in the control folder) is left stopped.
 """
 
 import json
@@ -45,6 +46,8 @@ def make_supervisor(entry: StreamEntry, job_name: str) -> SensorDefinition:
         description=f"Starts the {entry.name} stream if it is not running; restarts it after a failure with backoff.",
     )
     def supervisor(context: SensorEvaluationContext, esp_settings: EspSettingsResource):
+        from orchestration.streams.stop import read_stop_marker
+
         records = context.instance.get_run_records(filters=RunsFilter(job_name=job_name), limit=5)
         runs = [record.dagster_run for record in records]
         active = [r for r in records if r.dagster_run.status in ACTIVE_RUN_STATUSES]
@@ -56,6 +59,13 @@ def make_supervisor(entry: StreamEntry, job_name: str) -> SensorDefinition:
                 return SkipReason(f"{entry.name} is running (run {run.run_id[:8]}, {run.status.value})")
             context.instance.report_run_failed(run, f"the stream's driver is gone: {dead}")
             return SkipReason(f"run {run.run_id[:8]} of {entry.name} marked failed ({dead}); a restart follows")
+        stopped = read_stop_marker(stream_spec(esp_settings.load(), entry).control_dir)
+        if stopped is not None:
+            at = time.strftime("%H:%M:%S", time.localtime(stopped.at))
+            return SkipReason(
+                f"{entry.name} was stopped at {at} by run {stopped.run_id[:8]} ({stopped.note}); "
+                f"launch {job_name} to start it again"
+            )
         state = json.loads(context.cursor) if context.cursor else {"failures": 0, "seen": None}
         last = runs[0] if runs else None
         if last is not None and last.run_id != state.get("seen"):

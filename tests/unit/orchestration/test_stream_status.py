@@ -1,0 +1,69 @@
+"""`esp status`: a stream's row from a scripted stream, and the table drawn from rows."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from orchestration.elasticity.decisions import DecisionRecord, read_decision, write_decision
+from orchestration.elasticity.policy import ElasticityPolicy
+from orchestration.elasticity.status import StreamStatus, read_status, render_status
+from tests.fakes.elasticity_stream import FakeSource, FakeStream
+
+POLICY = ElasticityPolicy(slo_s=5.0, sample_period_s=10.0)
+NOW = 1_000_000.0
+
+
+def _text(table) -> str:
+    console = Console(record=True, width=200)
+    console.print(table)
+    return console.export_text()
+
+
+def test_a_row_holds_the_collectors_numbers_and_the_last_decision():
+    stream = FakeStream(channels=(0, 2, 5)).run(10, 300, 0.9, lag_records=120)
+    decision = DecisionRecord(at=stream.now_s - 4, rescale=False, rule="P2", reason="stable at 3 channels")
+    status, offsets = read_status("words", FakeSource(stream), POLICY, decision, None, stream.now_s)
+    assert (status.channels, status.epoch, status.slo_ms) == (3, 0, 5000)
+    assert status.p99_ms >= 900 and status.lag_records == 120
+    assert status.processed_rps > 0 and status.problem is None
+    assert offsets is not None  # the next refresh derives the input rate from these
+    stream.run(10, 300, 0.9, lag_records=120)
+    again, _ = read_status("words", FakeSource(stream), POLICY, decision, offsets, stream.now_s)
+    assert 250 <= again.input_rps <= 350
+
+
+def test_a_stream_without_metrics_says_why():
+    status, offsets = read_status("words", FakeSource(FakeStream()), POLICY, None, None, NOW)
+    assert status.channels is None and offsets is None
+    assert "no metrics yet" in status.problem
+
+
+def test_the_table_shows_rates_lag_p99_against_the_slo_and_the_reason():
+    rows = [
+        StreamStatus(
+            "wordcount",
+            5000,
+            channels=4,
+            epoch=3,
+            input_rps=1234,
+            processed_rps=1200,
+            lag_records=56,
+            p99_ms=7100,
+            decision=DecisionRecord(at=NOW - 12, rescale=True, rule="P1", reason="overloaded (SLO 5,000 ms)"),
+        ),
+        StreamStatus("adclicks", 10_000, problem="no metrics yet: the stream has not finished a micro-batch"),
+    ]
+    text = _text(render_status(rows, NOW))
+    assert "wordcount" in text and "4 (e3)" in text and "1,234" in text and "1,200" in text
+    assert "7,100 / 5,000" in text
+    assert "RESCALE P1 12s ago: overloaded (SLO 5,000 ms)" in text
+    assert "adclicks" in text and "– / 10,000" in text and "no metrics yet" in text
+
+
+def test_the_sensors_last_decision_is_read_back(tmp_path):
+    assert read_decision(tmp_path) is None
+    record = DecisionRecord(at=NOW, rescale=False, rule="cooldown", reason="cooling down")
+    write_decision(tmp_path, record)
+    assert read_decision(tmp_path) == record
+    (tmp_path / "last-decision.json").write_text("{broken")
+    assert read_decision(tmp_path) is None
