@@ -146,7 +146,7 @@ def running_stack(folder: Path, bootstrap: str) -> Iterator[Stack]:
     load = SteadyLoad(bootstrap, TOPIC)
     load.start()
     try:
-        with running_ui_process(folder, settings, UI_ENV) as (ui_port, _):
+        with running_ui_process(folder, settings, UI_ENV, start_timeout_s=600) as (ui_port, _):
             stack = Stack(port=ui_port, folder=folder, bootstrap=bootstrap)
             stack.stream_run_id = stack.launch(stream_job_name(STREAM), stream_run_config(TOPIC))
             try:

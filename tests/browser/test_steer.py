@@ -91,19 +91,22 @@ def rescale(page, shoot, stack: Stack, name: str, target: str, dry_run: bool = F
 def test_backfill_of_two_days_launched_from_the_ui(page, shoot, stack):
     write_bronze(stack.stream_root)
     page.goto(f"/assets/{DAILY_ASSET}?view=partitions")
-    page.get_by_role("button", name=re.compile("^Materialize")).first.click()
-    dialog = page.get_by_role("dialog")
-    expect(dialog).to_be_visible()
-    days = " , ".join(d.isoformat() for d in DAYS)
+    page.get_by_role("button", name=re.compile("Materialize")).first.click()
+    dialog = page.get_by_role("dialog").filter(has_text=f"materialize {DAILY_ASSET}")
     partitions = dialog.get_by_role("textbox").first
-    partitions.fill(days)
+    partitions.fill(f"[{DAYS[0].isoformat()}...{DAYS[1].isoformat()}]")  # Dagster's span syntax
     partitions.press("Enter")
+    expect(dialog.get_by_text("2 partitions")).to_be_visible()
     shoot("backfill-dialog")
-    dialog.get_by_role("button", name=re.compile("Launch backfill")).click()
-    expect(page.get_by_text(re.compile("backfill", re.I)).first).to_be_visible()
-    wait_for("both days recomputed", lambda: _days_written(stack.stream_root), 600, poll_s=3)
-    page.goto("/runs/backfills")
-    expect(page.get_by_text("Completed").first).to_be_visible(timeout=180_000)
+    dialog.get_by_role("button", name="Launch backfill").click()
+    created = page.get_by_text(re.compile(r"Created backfill \w+"))
+    expect(created).to_be_visible()
+    backfill_id = created.inner_text().split()[-1]
+    page.goto(f"/runs/b/{backfill_id}")
+    expect(page.get_by_text(f"{DAYS[0].isoformat()}...{DAYS[1].isoformat()}")).to_be_visible()
+    shoot("backfill-running")
+    wait_for("both days recomputed", lambda: _days_written(stack.stream_root), 900, poll_s=3)
+    expect(page.get_by_text("100% completed").first).to_be_visible(timeout=300_000)
     shoot("backfill-completed")
     for day, lines in LINES.items():
         table = pq.read_table(daily_table_path(stack.stream_root) / f"date={day.isoformat()}").to_pylist()
@@ -130,12 +133,15 @@ def test_a_failing_state_check_is_red_with_its_offending_keys(page, shoot, stack
     assert stack.wait_for_status(run_id, ENDED, timeout_s=480) in ENDED
 
     page.goto(f"/assets/{LAYOUT_ASSET}?view=checks")
-    expect(page.get_by_text("Failed").first).to_be_visible()
+    expect(page.get_by_text(STATE_AFTER_RESCALE_CHECK, exact=True).first).to_be_visible()
+    expect(page.get_by_text("Failed", exact=True).first).to_be_visible()
     shoot("check-failed")
-    page.get_by_text(STATE_AFTER_RESCALE_CHECK, exact=True).first.click()
-    expect(page.get_by_text("offending_keys").first).to_be_visible()
-    expect(page.get_by_text("misrouted").first).to_be_visible()
-    shoot("check-offending-keys", full_page=True)
+    offending = page.get_by_role("row").filter(has=page.get_by_text("offending_keys", exact=True))
+    offending.get_by_text("[Show JSON]").click()
+    keys = page.get_by_role("dialog").filter(has_text="offending_keys")
+    expect(keys).to_contain_text('"key": "misrouted"')
+    expect(keys).to_contain_text('"routed_channel"')
+    shoot("check-offending-keys")
 
 
 def state_with_a_misrouted_key(root: Path, misrouted: str) -> None:

@@ -50,7 +50,9 @@ def running_ui(tmp_path: Path, settings: dict) -> Iterator[int]:
 
 
 @contextmanager
-def running_ui_process(tmp_path: Path, settings: dict, env: dict[str, str] | None = None) -> Iterator[tuple[int, int]]:
+def running_ui_process(
+    tmp_path: Path, settings: dict, env: dict[str, str] | None = None, start_timeout_s: float = 180
+) -> Iterator[tuple[int, int]]:
     """`esp ui` on a free port with the given esp settings (written to tmp_path/esp-ui.json) and
     extra environment; yields the port and the pid of the `esp ui` process (the root of its process tree)."""
     port = free_port()
@@ -66,7 +68,7 @@ def running_ui_process(tmp_path: Path, settings: dict, env: dict[str, str] | Non
         env={**os.environ, **(env or {}), "ESP_CONFIG": str(config)},
     )
     try:
-        _wait_for_server(port, process, log)
+        _wait_for_server(port, process, log, start_timeout_s)
         yield port, process.pid
     finally:
         # dagster dev shuts down on SIGINT; whatever is left of the group after that is killed.
