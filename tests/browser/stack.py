@@ -19,7 +19,7 @@ from orchestration.names import (
     stream_asset_key,
     stream_job_name,
 )
-from pipelines.streams.names import checkpoint_path
+from pipelines.streams.names import checkpoint_path, elastic_path
 from tests.e2e.dagster_ui import LAUNCH, TERMINATE, graphql, launch, running_ui_process, wait_for_status
 from tests.integration.streams import committed_batches, produce
 
@@ -114,6 +114,13 @@ class Stack:
             self.graphql(START_SENSOR, {"selector": selector})
         else:
             self.graphql(STOP_SENSOR, {"origin": state["id"], "selector": state["selectorId"]})
+
+    def committed_channels(self) -> tuple[int, ...]:
+        """The channel ids of the stream's committed layout (read from its folder)."""
+        from elasticity.migration import LayoutRegistry
+        from elasticity.state import Location
+
+        return LayoutRegistry(Location.of(str(elastic_path(self.stream_root)))).committed().channels
 
     def stop_elasticity(self) -> None:
         """Only the test rescales: the stream's own control loop is switched off."""

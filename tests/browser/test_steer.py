@@ -26,7 +26,7 @@ from tests.browser.stack import STREAM, Stack, wait_for
 from tests.browser.ui import launch_from_launchpad, metadata_value
 from tests.e2e.test_quality_ui import DAYS, LINES, write_bronze
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(2400)]  # runs start slowly on a loaded machine
 
 ENDED = {"SUCCESS", "FAILURE", "CANCELED"}
 LAYOUT_ASSET = layout_asset_key(STREAM).to_user_string()
@@ -34,13 +34,6 @@ DAILY_ASSET = daily_counts_asset_key(STREAM).to_user_string()
 RESIZE_JOB = resize_job_name(STREAM)
 ACTIVE_RESIZE_RUNS = """query($job: String!) { runsOrError(filter: {pipelineName: $job,
   statuses: [QUEUED, NOT_STARTED, STARTING, STARTED, CANCELING]}) { ... on Runs { results { runId } } } }"""
-
-
-def committed_channels(stack: Stack) -> tuple[int, ...]:
-    from elasticity.migration import LayoutRegistry
-    from elasticity.state import Location
-
-    return LayoutRegistry(Location.of(str(elastic_path(stack.stream_root)))).committed().channels
 
 
 def resize_yaml(target: str, dry_run: bool = False) -> str:
@@ -58,10 +51,10 @@ def test_rescales_launched_from_the_launchpad_complete(page, shoot, stack):
         480,
         poll_s=3,
     )
-    before = committed_channels(stack)
+    before = stack.committed_channels()
     n = len(before) + 1
     rescale(page, shoot, stack, "rescale-dry-run", f"{{op: scale_to, channels: {n}}}", dry_run=True)
-    assert committed_channels(stack) == before, "a dry run moved the layout"
+    assert stack.committed_channels() == before, "a dry run moved the layout"
     scaled = rescale(page, shoot, stack, "rescale-scale-to", f"{{op: scale_to, channels: {n}}}")
     assert len(scaled) == n
     split = rescale(page, shoot, stack, "rescale-split", f"{{op: split, channel: {scaled[0]}}}")
@@ -85,7 +78,7 @@ def rescale(page, shoot, stack: Stack, name: str, target: str, dry_run: bool = F
     assert status == "SUCCESS", f"{name}: run {run_id} ended {status}"
     expect(page.get_by_text("Success", exact=True).first).to_be_visible()
     shoot(name)
-    return committed_channels(stack)
+    return stack.committed_channels()
 
 
 def test_backfill_of_two_days_launched_from_the_ui(page, shoot, stack):
