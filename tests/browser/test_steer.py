@@ -67,8 +67,11 @@ def test_rescales_launched_from_the_launchpad_complete(page, shoot, stack):
     expect(page.get_by_text("Materialized in run").first).to_be_visible()
     assert metadata_value(page, "channels_after") == str(n)
     assert metadata_value(page, "operation") == "merge"
-    expect(page.get_by_role("img", name=re.compile("share of the ring")).first).to_be_visible()
-    shoot("layout-after-rescales", full_page=True)
+    shoot("layout-after-rescales")
+    plot = page.get_by_role("row").filter(has=page.get_by_role("cell", name="ring_shares", exact=True)).first
+    plot.get_by_text("[Show Markdown]").click()
+    expect(page.get_by_role("dialog").get_by_role("img", name=re.compile("share of the ring"))).to_be_visible()
+    shoot("layout-share-plot")
 
 
 def rescale(page, shoot, stack: Stack, name: str, target: str, dry_run: bool = False) -> tuple[int, ...]:

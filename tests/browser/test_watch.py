@@ -26,7 +26,7 @@ from orchestration.names import (
 )
 from pipelines.streams.names import control_path
 from tests.browser.stack import STREAM
-from tests.browser.ui import expand_asset_groups, metadata_value
+from tests.browser.ui import expand_asset_groups, metadata_value, switch_sensor
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]  # the first test also starts the stack
 
@@ -74,13 +74,8 @@ def test_elasticity_sensor_ticks_say_why(page, shoot, stack):
     policy = control_path(stack.stream_root) / POLICY_FILE
     channels = len(stack.committed_channels())
     policy.write_text(json.dumps({"min_channels": channels, "max_channels": channels, "slo_s": 10.0}))
-    page.goto(f"/locations/esp/sensors/{SENSOR}")
-    running = page.get_by_role("checkbox")
-    toggle = page.locator("label", has=running)
     try:
-        expect(running).not_to_be_checked()
-        toggle.click()
-        expect(running).to_be_checked()
+        switch_sensor(page, SENSOR, running=True)
         # Each tick either asked for a run or skipped with the controller's sentence.
         skipped = page.get_by_role("cell").get_by_text("0 runs requested")
         expect(skipped.first).to_be_visible(timeout=180_000)
@@ -91,8 +86,7 @@ def test_elasticity_sensor_ticks_say_why(page, shoot, stack):
         expect(dialog).to_contain_text(re.compile(r"SLO [\d,]+ ms"))
         shoot("sensor-tick-reason")
         dialog.get_by_role("button", name="Close").click()
-        toggle.click()
-        expect(running).not_to_be_checked()
+        switch_sensor(page, SENSOR, running=False)
     finally:
         stack.stop_elasticity()
         policy.unlink(missing_ok=True)

@@ -101,3 +101,16 @@ def launch_from_launchpad(page: Page, job: str, run_config_yaml: str) -> str:
     match = RUN_URL.match(page.url)
     assert match is not None, page.url
     return match["run_id"]
+
+
+def switch_sensor(page: Page, sensor: str, running: bool) -> None:
+    """Turn a sensor on or off with the `Running` switch on its page (the page stays open)."""
+    from playwright.sync_api import expect
+
+    if f"/sensors/{sensor}" not in page.url:
+        page.goto(f"/locations/esp/sensors/{sensor}")
+    switch = page.get_by_role("checkbox")  # the page's one checkbox, drawn as a switch
+    expect(switch).to_be_attached()
+    if switch.is_checked() != running:
+        page.locator("label", has=switch).click()
+    expect(switch).to_be_checked(checked=running)
