@@ -12,12 +12,13 @@ PYTEST_ARGS ?=
 export GX_ANALYTICS_ENABLED := false
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install jars lint test test-unit test-integration test-long soak endurance demo demo-stop ui clean help
+.PHONY: install jars chromium lint test test-unit test-integration test-long soak endurance demo demo-stop ui clean help
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
 	@echo "make test   install, lint (ruff, mypy) and run all tests (unit, integration on the real broker and Spark, Dagster)"
 	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
+	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
@@ -41,13 +42,21 @@ $(JARS_STAMP): infra/jvm/pom.xml infra/jvm/kafka-broker/pom.xml infra/jvm/spark-
 
 jars: $(JARS_STAMP)
 
+# The browser tests drive Debian's Chromium: Playwright from PyPI cannot download its own browser here.
+# Nothing to do (and quick) when a chromium is on the PATH; installed as root, or through sudo.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { echo "error: chromium not installed (apt-get install chromium)"; exit 1; }
+
 # House rules first: a lint or type finding fails the run before the long suites start.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint jars
+test: lint jars chromium
 	bash tests/run_all.sh $(PYTEST_ARGS)
 
 test-unit: install

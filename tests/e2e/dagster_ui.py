@@ -50,9 +50,11 @@ def running_ui(tmp_path: Path, settings: dict) -> Iterator[int]:
 
 
 @contextmanager
-def running_ui_process(tmp_path: Path, settings: dict) -> Iterator[tuple[int, int]]:
-    """`esp ui` on a free port with the given esp settings (written to tmp_path/esp-ui.json);
-    yields the port and the pid of the `esp ui` process (the root of its process tree)."""
+def running_ui_process(
+    tmp_path: Path, settings: dict, env: dict[str, str] | None = None, start_timeout_s: float = 180
+) -> Iterator[tuple[int, int]]:
+    """`esp ui` on a free port with the given esp settings (written to tmp_path/esp-ui.json) and
+    extra environment; yields the port and the pid of the `esp ui` process (the root of its process tree)."""
     port = free_port()
     config = tmp_path / "esp-ui.json"
     config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run"), **settings}))
@@ -63,10 +65,10 @@ def running_ui_process(tmp_path: Path, settings: dict) -> Iterator[tuple[int, in
         stdout=open(log, "w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        env={**os.environ, "ESP_CONFIG": str(config)},
+        env={**os.environ, **(env or {}), "ESP_CONFIG": str(config)},
     )
     try:
-        _wait_for_server(port, process, log)
+        _wait_for_server(port, process, log, start_timeout_s)
         yield port, process.pid
     finally:
         # dagster dev shuts down on SIGINT; whatever is left of the group after that is killed.

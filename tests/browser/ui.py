@@ -1,0 +1,116 @@
+"""Driving the Dagster UI from the browser tests: Debian's Chromium under Playwright, Dagster's
+first-visit dialog out of the way, a screenshot per step, and the few UI moves several tests make."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from playwright.sync_api import Page
+
+CHROMIUM_CANDIDATES = ("chromium", "/usr/bin/chromium", "/usr/lib/chromium/chromium")
+VIEWPORT = {"width": 1440, "height": 900}
+# Generous: the webserver, the daemon, Spark and the broker share two loaded cores.
+ACTION_TIMEOUT_MS = 60_000
+FIRST_VISIT_DIALOG = "Join the Dagster community"
+
+
+def chromium_executable() -> str:
+    """Debian's Chromium (`make chromium` installs it): PyPI's Playwright cannot fetch its own here."""
+    for candidate in CHROMIUM_CANDIDATES:
+        if found := shutil.which(candidate):
+            return found
+    raise AssertionError("no chromium on this machine: run `make chromium` (apt-get install chromium)")
+
+
+def handle_first_visit_dialogs(page: Page) -> None:
+    """Dagster asks a new visitor to join its community once per instance, over whatever page
+    comes first: Playwright skips it whenever it stands in the way of an action or an assertion."""
+    dialog = page.get_by_role("dialog").filter(has_text=FIRST_VISIT_DIALOG)
+    page.add_locator_handler(dialog, lambda d: d.get_by_role("button", name="Skip").click())
+
+
+def dismiss_dialogs(page: Page) -> None:
+    """Skip the first-visit dialog now if it is up (a screenshot is no action: no handler runs)."""
+    dialog = page.get_by_role("dialog").filter(has_text=FIRST_VISIT_DIALOG)
+    if dialog.count():
+        dialog.get_by_role("button", name="Skip").click()
+        dialog.wait_for(state="hidden")
+
+
+@dataclass
+class Shooter:
+    """`shoot(name)`: a screenshot of the page as it is, into the test's own folder as
+    `NN-name.png` (NN counts the test's steps) and, when the session asked for it, into `sink`
+    as `name.png` (the README's tour uses those; names are unique across the suite)."""
+
+    page: Page
+    folder: Path
+    sink: Path | None = None
+    taken: list[Path] = field(default_factory=list)
+
+    def __call__(self, name: str, full_page: bool = False) -> Path:
+        assert re.fullmatch(r"[a-z0-9-]+", name), f"screenshot names are kebab-case: {name!r}"
+        dismiss_dialogs(self.page)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{len(self.taken) + 1:02d}-{name}.png"
+        self.page.screenshot(path=str(path), full_page=full_page)
+        self.taken.append(path)
+        if self.sink is not None:
+            self.sink.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, self.sink / f"{name}.png")
+        return path
+
+
+# -- moves several tests make ---------------------------------------------------------------------
+
+RUN_URL = re.compile(r".*/runs/(?P<run_id>[0-9a-f-]{36})")
+
+
+def expand_asset_groups(page: Page, groups: list[str]) -> None:
+    """Open the lineage graph's collapsed groups; the graph is fitted to the view only when it
+    loads, so the page is reloaded after (the open groups are remembered by the browser)."""
+    for group in groups:
+        collapsed = page.locator(f"div[data-tooltip='{group}']")
+        collapsed.first.wait_for()
+        collapsed.first.click()
+    page.reload()
+
+
+def metadata_value(page: Page, label: str) -> str:
+    """The value next to `label` in the metadata table the page shows first."""
+    row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=label, exact=True)).first
+    return row.get_by_role("cell").nth(1).inner_text().strip()
+
+
+def launch_from_launchpad(page: Page, job: str, run_config_yaml: str) -> str:
+    """Open the job's launchpad, replace its config with `run_config_yaml` as a paste would,
+    launch, and return the new run's id (the UI moves to the run's page)."""
+    page.goto(f"/locations/esp/jobs/{job}/playground")
+    editor = page.locator(".CodeMirror").first
+    editor.wait_for()
+    page.get_by_text("No errors").wait_for()  # the config schema is loaded: the editor validates
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(run_config_yaml)  # inserted whole: no auto-indent on typed newlines
+    page.get_by_text("No errors").wait_for()
+    page.get_by_role("button", name="Launch Run").click()
+    page.wait_for_url(RUN_URL)
+    match = RUN_URL.match(page.url)
+    assert match is not None, page.url
+    return match["run_id"]
+
+
+def switch_sensor(page: Page, sensor: str, running: bool) -> None:
+    """Turn a sensor on or off with the `Running` switch on its page (the page stays open)."""
+    from playwright.sync_api import expect
+
+    if f"/sensors/{sensor}" not in page.url:
+        page.goto(f"/locations/esp/sensors/{sensor}")
+    switch = page.get_by_role("checkbox")  # the page's one checkbox, drawn as a switch
+    expect(switch).to_be_attached()
+    if switch.is_checked() != running:
+        page.locator("label", has=switch).click()
+    expect(switch).to_be_checked(checked=running)
