@@ -12,13 +12,14 @@ PYTEST_ARGS ?=
 export GX_ANALYTICS_ENABLED := false
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install jars chromium lint test test-unit test-integration test-long soak endurance demo demo-stop ui clean help
+.PHONY: install jars chromium lint test test-unit test-integration test-long test-browser soak endurance demo demo-stop ui clean help
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
 	@echo "make test   install, lint (ruff, mypy) and run all tests (unit, integration on the real broker and Spark, Dagster)"
 	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
 	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
+	@echo "make test-browser  the real-browser tests of the Dagster UI (Chromium + Playwright; not yet part of make test)"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
@@ -64,6 +65,11 @@ test-unit: install
 
 test-integration: install jars
 	$(BIN)/python -m pytest tests/integration -q -m "not long" $(PYTEST_ARGS)
+
+# The real-browser tests of the Dagster UI (Playwright driving Debian's Chromium), screenshots kept
+# under pytest's tmp folder; ESP_SAVE_SCREENSHOTS=docs/screenshots refreshes the README's tour.
+test-browser: install jars chromium
+	$(BIN)/python -m pytest tests/browser -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Minutes-long suites kept out of `make test`'s budget: the soak's Dagster faults, one by one.
 test-long: install jars
