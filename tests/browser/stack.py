@@ -5,8 +5,7 @@ run under a steady load. One stack serves every browser test of a session."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from orchestration.names import (
 from pipelines.streams.names import checkpoint_path, elastic_path
 from tests.e2e.dagster_ui import LAUNCH, TERMINATE, graphql, launch, running_ui_process, wait_for_status
 from tests.integration.streams import committed_batches, produce
+from tests.waiting import wait_for  # noqa: F401  (the browser tests import it from here)
 
 T = TypeVar("T")
 
@@ -37,16 +37,6 @@ SENSOR_STATE = """query($selector: SensorSelector!) { sensorOrError(sensorSelect
 STOP_SENSOR = """mutation($origin: String!, $selector: String!) {
   stopSensor(jobOriginId: $origin, jobSelectorId: $selector) { __typename } }"""
 START_SENSOR = """mutation($selector: SensorSelector!) { startSensor(sensorSelector: $selector) { __typename } }"""
-
-
-def wait_for(what: str, condition: Callable[[], T], timeout_s: float, poll_s: float = 1.0) -> T:
-    """`condition()`'s first truthy value, or AssertionError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := condition():
-            return found
-        time.sleep(poll_s)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
 
 
 class SteadyLoad(threading.Thread):

@@ -36,6 +36,7 @@ from orchestration.names import (
 )
 from tests.conftest import REPO_ROOT, free_port
 from tests.e2e.dagster_ui import graphql, wait_for_status
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -217,12 +218,7 @@ class ControlRoom:
 
 
 def wait_until(condition, what: str, timeout_s: float = RUN_TIMEOUT_S, every_s: float = 2):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
+    return wait_for(what, condition, timeout_s, every_s)
 
 
 def _observe_once(room: ControlRoom) -> float:

@@ -30,6 +30,7 @@ from benchmarks.soak_dagster import ENDED, ControlRoom
 from pipelines.streams.control import REQUEST
 from pipelines.streams.names import checkpoint_path, control_path, elastic_path
 from tests.integration.streams import committed_batches, config_for, kill_group, produce, start_stream
+from tests.waiting import wait_for
 
 if TYPE_CHECKING:
     from elasticity.layout import Layout
@@ -50,13 +51,7 @@ STOP_SENSOR = """mutation($origin: String!, $selector: String!) {
 
 
 def _wait_for(what: str, condition: Callable[[], T], timeout_s: float, poll_s: float = 0.5) -> T:
-    """`condition()`'s first truthy value, or AssertionError naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := condition():
-            return found
-        time.sleep(poll_s)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
+    return wait_for(what, condition, timeout_s, poll_s)
 
 
 def _stop_elasticity_sensor(room: ControlRoom) -> None:
