@@ -58,9 +58,8 @@ class Tumbling(Windowing):
     size_ms: int
 
     def place(self, agg: Aggregate[Any], open_: OpenWindows, times: np.ndarray, values: pa.Array) -> OpenWindows:
-        return _fold_fixed(
-            agg, open_, [[(s, s + self.size_ms)] for s in (times // self.size_ms) * self.size_ms], values
-        )
+        starts = ((times // self.size_ms) * self.size_ms).tolist()  # Python ints: the state is JSON
+        return _fold_fixed(agg, open_, [[(s, s + self.size_ms)] for s in starts], values)
 
 
 @dataclass(frozen=True)
