@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elasticity.operators.api import HASH_COLUMN
+from elasticity.operators.types import HASH_COLUMN
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,11 @@ class Harness:
         self.root = Location.of(str(root))
         self.registry = LayoutRegistry(self.root)
         self.registry.initialize(Layout.uniform(channels))
-        self.batches: list[Batch] = []
         self._open()
+        # Reopening existing state (a new deployment) continues after its last committed batch.
+        self.first_batch_id = 1 + max(self.backend.open(c).version.batch for c in self.layout.channels)
+        self.batches: list[Batch] = []
+        """Every batch run so far; batch id = `first_batch_id` + index."""
 
     def _open(self) -> None:
         self.backend = MemoryBackend(BytesCodec(), durable=self.root.path)
@@ -77,14 +80,18 @@ class Harness:
         """Run the next batch on every channel (or only `channels`: the others "crashed" before
         running it, so the batch must be run again with `rerun`)."""
         self.batches.append(batch)
-        return self._execute(len(self.batches) - 1, channels)
+        return self._execute(self.last_batch_id, channels)
 
     def rerun(self, batch_id: int | None = None, *, crash: bool = True) -> BatchResult:
         """Run a batch again (the last by default) as Spark does after a failure; with `crash`,
         every in-memory store is dropped first, so channels restart from durable history."""
         if crash:
             self.crash()
-        return self._execute(len(self.batches) - 1 if batch_id is None else batch_id, None)
+        return self._execute(self.last_batch_id if batch_id is None else batch_id, None)
+
+    @property
+    def last_batch_id(self) -> int:
+        return self.first_batch_id + len(self.batches) - 1
 
     def crash(self) -> None:
         """Lose every in-memory working set and timer index (a process restart)."""
@@ -92,7 +99,7 @@ class Harness:
         self._open()
 
     def _execute(self, batch_id: int, only: set[int] | None) -> BatchResult:
-        batch = self.batches[batch_id]
+        batch = self.batches[batch_id - self.first_batch_id]
         rows = with_hashes(batch.rows, self.operator.key_column)
         owners = self.layout.lookup(rows[HASH_COLUMN].to_numpy())
         outputs: list[pa.Table] = []

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elasticity.operators.api import FIRED_SCHEMA, HASH_COLUMN
+from elasticity.operators.types import FIRED_SCHEMA, HASH_COLUMN
 from elasticity.state.records import Version
 from elasticity.state.store import StateStore
 

@@ -18,7 +18,6 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
-from elasticity.operators.api import TimeDomain
 from elasticity.operators.timers import (
     TTL_DOMAIN,
     DueTimer,
@@ -28,6 +27,7 @@ from elasticity.operators.timers import (
     encode_timers,
     timer_key,
 )
+from elasticity.operators.types import TimeDomain
 from elasticity.state.codecs import ValueCodec
 from elasticity.state.store import Transaction
 

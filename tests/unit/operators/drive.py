@@ -32,9 +32,10 @@ def rescale_steps() -> st.SearchStrategy[Step]:
     )
 
 
-def steps(batches: st.SearchStrategy[Batch], max_steps: int = 10) -> st.SearchStrategy[list[Step]]:
+def steps(batches: st.SearchStrategy[Any], max_steps: int = 10) -> st.SearchStrategy[list[Step]]:
     """Batches, rescales, replays of the last batch and partial crashes (a random subset of the
-    channels commits, then everyone restarts and the batch runs again)."""
+    channels commits, then everyone restarts and the batch runs again). `batches` may draw raw
+    batch descriptions that the caller maps to `Batch`es (e.g. to give them rising watermarks)."""
     return st.lists(
         st.one_of(
             st.tuples(st.just("batch"), batches),

@@ -35,9 +35,7 @@ KEYS = [f"user-{i}" for i in range(12)]
 def batches() -> st.SearchStrategy[Batch]:
     rows = st.lists(st.tuples(st.sampled_from(KEYS), st.integers(-50, 50)), max_size=25)
     return rows.map(
-        lambda r: Batch(
-            pa.table({"key": pa.array([k for k, _ in r], pa.string()), "value": [float(v) for _, v in r]})
-        )
+        lambda r: Batch(pa.table({"key": pa.array([k for k, _ in r], pa.string()), "value": [float(v) for _, v in r]}))
     )
 
 
@@ -89,7 +87,9 @@ def test_approx_distinct_is_close_to_the_true_count(values: list[int]) -> None:
         for part in (values[:half], values[half:]):
             harness.run(Batch(pa.table({"key": ["k"] * len(part), "value": [float(v) for v in part]})))
             harness.rescale("split", harness.layout.channels[0])
-        (estimate,) = [r["value"] for r in harness.run(Batch(pa.table({"key": ["k"], "value": [0.0]}))).output.to_pylist()]
+        (estimate,) = [
+            r["value"] for r in harness.run(Batch(pa.table({"key": ["k"], "value": [0.0]}))).output.to_pylist()
+        ]
         truth = len(set(values) | {0})
         assert abs(estimate - truth) <= max(2, 0.05 * truth)
         harness.close()

@@ -26,7 +26,7 @@ from elasticity.operators import (
     Windowing,
 )
 
-from .drive import Step, drive, rescale_steps, scratch_dir
+from .drive import Step, drive, scratch_dir, steps
 
 KEYS = ["a", "b", "c", "d", "e"]
 FLUSH = 10**9
@@ -41,17 +41,7 @@ def raw_batches() -> st.SearchStrategy[Raw]:
 
 
 def plans() -> st.SearchStrategy[list[Step]]:
-    raw = st.lists(
-        st.one_of(
-            st.tuples(st.just("batch"), raw_batches()),
-            st.tuples(st.just("partial"), raw_batches(), st.integers(0, 63)),
-            st.tuples(st.just("replay")),
-            rescale_steps(),
-        ),
-        min_size=1,
-        max_size=10,
-    )
-    return raw.map(absolute)
+    return steps(raw_batches()).map(absolute)
 
 
 def absolute(plan: list[Step]) -> list[Step]:
