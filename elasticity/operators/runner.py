@@ -67,7 +67,7 @@ class ChannelRunner(Generic[S]):
     def run(self, batch_id: int, rows: pa.Table, watermark_ms: int, processing_ms: int) -> ChannelResult:
         """Process the channel's rows of `batch_id` and commit, or recompute a committed batch's outputs."""
         rows = with_hashes(rows, self.operator.key_column)
-        check_user_keys(rows[self.operator.key_column].to_pylist())
+        check_user_keys(rows[self.operator.key_column])
         ctx = Context(batch_id, watermark_ms, processing_ms, self.store.channel)
         if self.store.is_committed(batch_id):
             return self._recompute(rows, ctx)

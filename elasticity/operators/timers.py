@@ -57,10 +57,11 @@ def decode_timers(data: bytes | None) -> list[Timer]:
     return [] if data is None else [(str(d), int(t)) for d, t in json.loads(data)]
 
 
-def check_user_keys(keys: Sequence[str]) -> None:
+def check_user_keys(keys: pa.ChunkedArray | pa.Array) -> None:
     """Refuse keys in esp's reserved namespace (they would alias a key's timers)."""
-    bad = next((k for k in keys if k.startswith(RESERVED_PREFIX)), None)
-    if bad is not None:
+    reserved = pc.starts_with(keys, RESERVED_PREFIX)
+    if pc.any(reserved).as_py():
+        bad = pc.filter(keys, reserved)[0].as_py()
         raise ValueError(f"key {bad!r} starts with NUL, which esp reserves for timers")
 
 
