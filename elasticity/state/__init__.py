@@ -2,7 +2,17 @@
 changelogs plus snapshots on any pyarrow filesystem. See `store` for the contract."""
 
 from elasticity.state.backend import MemoryBackend, RocksBackend, StoreBackend
-from elasticity.state.codecs import BytesCodec, Float64Codec, Int64Codec, JsonCodec, ValueCodec, codec_by_name
+from elasticity.state.codecs import (
+    ArrowStructCodec,
+    BytesCodec,
+    Float64Codec,
+    Int64Codec,
+    JsonCodec,
+    SchemaEvolutionError,
+    ValueCodec,
+    codec_by_name,
+    struct_field,
+)
 from elasticity.state.durable import HistoryBackend, HistoryStore, fold_entries
 from elasticity.state.files import CorruptFile, Location
 from elasticity.state.history import FileHistory, History, MemoryHistory, prune
@@ -12,6 +22,7 @@ from elasticity.state.rocks import RocksStore
 from elasticity.state.store import StateStore, StateStoreError, Transaction, TransactionStateError, TxState
 
 __all__ = [
+    "ArrowStructCodec",
     "BytesCodec",
     "CorruptFile",
     "ENTRY_SCHEMA",
@@ -29,6 +40,7 @@ __all__ = [
     "MemoryStore",
     "RocksBackend",
     "RocksStore",
+    "SchemaEvolutionError",
     "StateStore",
     "StateStoreError",
     "StoreBackend",
@@ -40,4 +52,5 @@ __all__ = [
     "codec_by_name",
     "fold_entries",
     "prune",
+    "struct_field",
 ]

@@ -1,0 +1,65 @@
+"""The per-channel runner's guards: outputs must match the declared schema, a callback that
+keeps a timer due forever fails the batch (and leaves nothing committed), stores must hold
+bytes, and a replay whose history was pruned says so instead of emitting wrong outputs."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from elasticity.operators import ChannelRunner, Context, Count, KeyedAggregate, KeyedOperator, StateView, TimeDomain
+from elasticity.state import BytesCodec, Int64Codec, MemoryStore, StateStoreError
+
+ROWS = pa.table({"key": ["a", "b"], "value": [1.0, 2.0]})
+
+
+class WrongOutput(KeyedOperator[int]):
+    state_codec = Int64Codec()
+    output_schema = pa.schema([("key", pa.string()), ("n", pa.int64())])
+
+    def update(self, rows: pa.Table, state: StateView[int], ctx: Context) -> pa.Table:
+        return pa.table({"something_else": [1]})
+
+
+class ForeverDue(KeyedOperator[int]):
+    state_codec = Int64Codec()
+    output_schema = pa.schema([("key", pa.string())])
+
+    def update(self, rows: pa.Table, state: StateView[int], ctx: Context) -> pa.Table:
+        state.put_many(rows["key"].to_pylist(), rows["key_hash"].to_pylist(), [1] * rows.num_rows)
+        self.on_timer(rows, state, ctx)
+        return self.empty_output()
+
+    def on_timer(self, fired: pa.Table, state: StateView[int], ctx: Context) -> pa.Table:
+        keys = fired["key"].to_pylist()
+        state.register_timers(keys, fired["key_hash"].to_pylist(), [0] * len(keys), TimeDomain.EVENT)
+        return self.empty_output()
+
+
+def test_output_not_matching_the_declared_schema_is_a_clear_error() -> None:
+    runner = ChannelRunner(WrongOutput(), MemoryStore(0, BytesCodec()))
+    with pytest.raises(TypeError, match="update returned"):
+        runner.run(0, ROWS, 0, 0)
+
+
+def test_a_timer_due_forever_fails_the_batch_and_commits_nothing() -> None:
+    store = MemoryStore(0, BytesCodec())
+    with pytest.raises(RuntimeError, match="re-registers a due timer"):
+        ChannelRunner(ForeverDue(), store).run(0, ROWS, 0, 0)
+    assert len(store) == 0 and not store.is_committed(0) and not store.in_transaction
+
+
+def test_operator_stores_hold_bytes() -> None:
+    with pytest.raises(TypeError, match="BytesCodec"):
+        ChannelRunner(KeyedAggregate(Count()), MemoryStore(0, Int64Codec()))
+
+
+def test_replay_with_pruned_history_refuses() -> None:
+    store = MemoryStore(0, BytesCodec())
+    runner = ChannelRunner(KeyedAggregate(Count()), store)
+    for batch_id in range(3):
+        runner.run(batch_id, ROWS, 0, 0)
+        store.snapshot(keep_snapshots=1)  # keeps only the newest snapshot: batch 2's past is gone
+    with pytest.raises(StateStoreError):
+        runner.run(2, ROWS, 0, 0)
+    assert runner.run(3, ROWS, 0, 0).output.to_pylist() == [{"key": "a", "value": 4}, {"key": "b", "value": 4}]
