@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dirs=()
 for d in tests/unit tests/integration tests/e2e; do [ -d "$d" ] && dirs+=("$d"); done
-exec .venv/bin/python -m pytest "${dirs[@]}" -q -p no:cacheprovider -m "not long" "$@"
+exec .venv/bin/python -m pytest "${dirs[@]}" -q -p no:cacheprovider -m "not long" --durations=20 "$@"

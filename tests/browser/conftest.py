@@ -22,6 +22,11 @@ from tests.conftest import REPO_ROOT
 SCREENSHOTS_ENV = "ESP_SAVE_SCREENSHOTS"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that end the shared stack's stream (the newcomer's walk stops it) run after the rest."""
+    items.sort(key=lambda item: item.get_closest_marker("ends_stream") is not None)
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory, bootstrap) -> Iterator[Stack]:
     """Kafka, `esp ui` and the word-count stream's run under load, shared by every browser test."""

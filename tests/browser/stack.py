@@ -15,13 +15,14 @@ from orchestration.names import (
     CODE_LOCATION,
     elasticity_sensor_name,
     op_name,
+    resize_job_name,
     stream_asset_key,
     stream_job_name,
 )
 from pipelines.streams.names import checkpoint_path, elastic_path
 from tests.e2e.dagster_ui import LAUNCH, TERMINATE, graphql, launch, running_ui_process, wait_for_status
 from tests.integration.streams import committed_batches, produce
-from tests.waiting import wait_for  # noqa: F401  (the browser tests import it from here)
+from tests.waiting import wait_for
 
 T = TypeVar("T")
 
@@ -37,6 +38,9 @@ SENSOR_STATE = """query($selector: SensorSelector!) { sensorOrError(sensorSelect
 STOP_SENSOR = """mutation($origin: String!, $selector: String!) {
   stopSensor(jobOriginId: $origin, jobSelectorId: $selector) { __typename } }"""
 START_SENSOR = """mutation($selector: SensorSelector!) { startSensor(sensorSelector: $selector) { __typename } }"""
+ACTIVE_RUNS = """query($job: String!) { runsOrError(filter: {pipelineName: $job,
+  statuses: [QUEUED, NOT_STARTED, STARTING, STARTED, CANCELING]}) { ... on Runs { results { runId } } } }"""
+ENDED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
 class SteadyLoad(threading.Thread):
@@ -113,8 +117,16 @@ class Stack:
         return LayoutRegistry(Location.of(str(elastic_path(self.stream_root)))).committed().channels
 
     def stop_elasticity(self) -> None:
-        """Only the test rescales: the stream's own control loop is switched off."""
+        """Only the test rescales: the stream's own control loop is switched off, and a resize
+        run it requested before is let finish."""
         self.set_sensor(elasticity_sensor_name(STREAM), running=False)
+        job = resize_job_name(STREAM)
+        wait_for(
+            "no resize run in flight",
+            lambda: not self.graphql(ACTIVE_RUNS, {"job": job})["runsOrError"]["results"],
+            480,
+            poll_s=3,
+        )
 
 
 def stream_run_config(topic: str) -> dict:
