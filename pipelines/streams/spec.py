@@ -29,6 +29,7 @@ class StreamSpec(BaseModel):
         ".esp/run/streams/wordcount",
         description="Folder for checkpoint, state, tables, control: a path (made absolute when the spec is built) "
         "or a file://, s3:// or s3a:// URI.",
+        validate_default=True,
     )
     channels: int = Field(4, ge=1, le=1024, description="Channels of the elastic stage when the stream first starts.")
     trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")

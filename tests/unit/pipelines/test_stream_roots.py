@@ -102,3 +102,18 @@ def test_a_control_document_written_through_a_file_uri_is_plain_json(places):
     write_policy(f"file://{folder}/control", ElasticityPolicy(slo_s=7.0))
     assert json.loads((folder / "control" / POLICY_FILE).read_text())["slo_s"] == 7.0
     assert load_policy(spec.control_dir, ElasticityPolicy()).slo_s == 7.0
+
+
+def test_the_batch_tables_read_a_file_uri_and_refuse_an_object_store_by_name(places):
+    from pipelines.batch import tables
+
+    folder = places[0]
+    (folder / "tables" / "bronze" / "date=2026-01-02" / "batch_id=3").mkdir(parents=True)
+    assert tables.batch_days(f"file://{folder}/tables/bronze") == {3: {tables.parse_day("2026-01-02")}}
+    with pytest.raises(uris.RemoteRoot, match=r"backfills.*s3://"):
+        tables.bronze_days("s3://bucket/wc/tables/bronze")
+
+
+def test_the_default_root_is_absolute_too(places):
+    first = places[1]
+    assert StreamSpec().root == str(first / ".esp" / "run" / "streams" / "wordcount")
