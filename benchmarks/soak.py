@@ -524,7 +524,7 @@ class Soak:
         for stream in self.streams:
             try:
                 end = end_offsets(self.options.bootstrap, stream.topic)
-                done = checkpoint_offsets(str(checkpoint_path(stream.root)), stream.topic)
+                done = checkpoint_offsets(checkpoint_path(stream.root), stream.topic)
             except Exception:  # the broker may be down on purpose; the lag is then unknown
                 return None
             total += sum(end.values()) - sum(done.values())
@@ -542,7 +542,7 @@ class Soak:
     def _wait_for_first_batch(self, timeout_s: float = 300) -> None:
         deadline = time.monotonic() + timeout_s
         for stream in self.streams:
-            while not batch_ids(checkpoint_path(stream.root), "commits"):
+            while not batch_ids(Path(checkpoint_path(stream.root)), "commits"):
                 if time.monotonic() > deadline:
                     raise RuntimeError(
                         f"stream {stream.job.name} committed no batch in {timeout_s:.0f} s; see {stream.log}"
@@ -558,7 +558,7 @@ class Soak:
         self.stream.start()
 
     def _fault_driver_mid_batch_with_request(self) -> None:
-        checkpoint, elastic = checkpoint_path(self.stream.root), elastic_path(self.stream.root)
+        checkpoint, elastic = Path(checkpoint_path(self.stream.root)), Path(elastic_path(self.stream.root))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             planned, committed = batch_ids(checkpoint, "offsets"), batch_ids(checkpoint, "commits")
@@ -592,7 +592,7 @@ class Soak:
         The kill lands a little after that phase was recorded, maybe after later ones too: the
         event names the last phase the journal holds after the kill, which is the one that counts."""
         phase = self.random.choice(MIGRATION_PHASES)
-        journals = elastic_path(self.stream.root) / "migrations"
+        journals = Path(elastic_path(self.stream.root)) / "migrations"
         known = {p.name for p in journals.glob("epoch=*")}
         target = self._request_rescale()
         if not target:
@@ -620,7 +620,7 @@ class Soak:
 
     def _fault_snapshot_write(self) -> None:
         """SIGKILL the driver while a channel writes a snapshot (seen as a temporary snapshot file)."""
-        elastic = elastic_path(self.stream.root)
+        elastic = Path(elastic_path(self.stream.root))
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and self.stream.alive():
             writing = [p for p in elastic.glob("channels/channel=*/snapshot/.tmp-*")]
@@ -646,7 +646,7 @@ class Soak:
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            holder = read_holder(elastic_path(self.stream.root))
+            holder = read_holder(Path(elastic_path(self.stream.root)))
             process = self.stream.process
             if process is not None and self.stream.alive() and holder is not None and holder.pid == process.pid:
                 return True
@@ -694,7 +694,7 @@ class Soak:
 
         first = self.streams[0]  # the control room's stream
         layout = self._committed_layout(first)
-        if self.room is None or layout is None or ControlChannel(str(control_path(first.root))).take_request():
+        if self.room is None or layout is None or ControlChannel(control_path(first.root)).take_request():
             return None
         target = self._random_target(layout)
         try:
@@ -729,14 +729,14 @@ class Soak:
         from elasticity.state import Location
 
         try:
-            return LayoutRegistry(Location.of(str(elastic_path((stream or self.stream).root)))).committed()
+            return LayoutRegistry(Location.of(elastic_path((stream or self.stream).root))).committed()
         except (RegistryError, FileNotFoundError, ValueError):
             return None
 
     def _request_rescale(self) -> str:
         from pipelines.streams.control import ControlChannel, RescaleRequest
 
-        control = ControlChannel(str(control_path(self.stream.root)))
+        control = ControlChannel(control_path(self.stream.root))
         layout = self._committed_layout()
         if layout is None or control.take_request() is not None:
             return ""
@@ -774,9 +774,9 @@ class Soak:
         for stream in self.streams:
             target = end_offsets(self.options.bootstrap, stream.topic)
             while time.monotonic() < deadline:
-                done = checkpoint_offsets(str(checkpoint_path(stream.root)), stream.topic)
+                done = checkpoint_offsets(checkpoint_path(stream.root), stream.topic)
                 caught_up = all(done.get(p, -1) >= end for p, end in target.items())
-                if caught_up and not (control_path(stream.root) / REQUEST).exists():
+                if caught_up and not (Path(control_path(stream.root)) / REQUEST).exists():
                     break
                 time.sleep(1.0)
             else:
@@ -889,7 +889,7 @@ class Soak:
         a stream forgets old answers (KEEP_ANSWERS, older than ANSWER_MIN_AGE_S)."""
         from pipelines.streams.control import ControlChannel
 
-        control = ControlChannel(str(control_path(stream.root)))
+        control = ControlChannel(control_path(stream.root))
         waiting = [r for r, s in list(self.request_streams.items()) if s is stream and r not in self.answers]
         for request_id in waiting:
             try:
@@ -905,7 +905,7 @@ class Soak:
         from elasticity.migration.journal import Journal, Phase
         from elasticity.state import Location
 
-        migrations = Location.of(str(elastic_path(stream.root))).child("migrations")
+        migrations = Location.of(elastic_path(stream.root)).child("migrations")
         seen = self.committed_migrations.setdefault(stream.job.name, {})
         for name in migrations.names():
             if name in seen:
@@ -925,7 +925,7 @@ class Soak:
         from elasticity.migration.journal import Journal
         from elasticity.state import Location
 
-        elastic = Location.of(str(elastic_path(self.stream.root)))
+        elastic = Location.of(elastic_path(self.stream.root))
         if LayoutRegistry(elastic).pending() is not None:
             self.report.violations.append("a migration is still pending after the soak")
         for name in elastic.child("migrations").names():
@@ -950,7 +950,7 @@ class Soak:
         if layout is None:
             self.report.violations.append("no committed layout after the soak")
             return {}
-        backend = HistoryBackend(Int64Codec(), durable=str(elastic_path(self.stream.root)))
+        backend = HistoryBackend(Int64Codec(), durable=elastic_path(self.stream.root))
         stored: dict[str, int] = {}
         for channel in backend.channels():
             items = list(backend.open(channel).items())

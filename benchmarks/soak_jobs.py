@@ -78,7 +78,7 @@ def _newest_counts(root: Path, key_columns: list[str]) -> list[tuple[tuple[objec
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    table = ds.dataset(str(results_table_path(root)), partitioning="hive").to_table(
+    table = ds.dataset(results_table_path(root), partitioning="hive").to_table(
         columns=[*key_columns, "count", "batch_id"]
     )
     newest = table.group_by(key_columns).aggregate([("batch_id", "max")])
@@ -156,7 +156,7 @@ class AdClicksJob:
             window_key(str(campaign), _epoch_ms(start)): count
             for (campaign, start), count in _newest_counts(root, ["campaign_id", "window_start"])
         }
-        return Outputs(counted, _late_counts(late_table_path(root)))
+        return Outputs(counted, _late_counts(Path(late_table_path(root))))
 
 
 def _valid_event(value: bytes | None) -> dict[str, object] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
@@ -24,6 +25,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
+
+from elasticity.state import uris
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = "lease.lock"
 LEASE_FILE = "lease.json"
@@ -94,9 +99,10 @@ class Lease:
 
 def acquire(root: str, purpose: str, clock: float | None = None) -> Lease | None:
     """Take the stage's lease at `root` or raise `LeaseHeld` naming the live holder."""
-    if "://" in root and not root.startswith("file://"):
+    if not uris.is_local(root):
+        log.warning("no lease for %s: flock needs a local folder, so one writer is the deployment's duty", root)
         return None
-    folder = Path(root.removeprefix("file://"))
+    folder = Path(uris.local_path(root))
     lock = _lock_or_refuse(folder)  # held open for the lease's lifetime
     previous = read_holder(folder)
     holder = Holder(
@@ -115,9 +121,9 @@ def ensure_free(root: str) -> None:
 
     A quick refusal before costly start-up work (a Spark session takes seconds to minutes on a
     busy host); it takes nothing, so `acquire` afterwards still decides who writes."""
-    if "://" in root and not root.startswith("file://"):
+    if not uris.is_local(root):
         return
-    lock = _lock_or_refuse(Path(root.removeprefix("file://")))
+    lock = _lock_or_refuse(Path(uris.local_path(root)))
     fcntl.flock(lock, fcntl.LOCK_UN)
     lock.close()
 

@@ -24,10 +24,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from elasticity.state import Location, uris
 from pipelines import kafka_io
 from pipelines.jobs.wordcount import native_counts
 from pipelines.settings import KafkaConnection
 from pipelines.streams import compaction
+from pipelines.streams.metrics import checkpoint_batch_ids
 from pipelines.streams.names import checkpoint_path, results_table_path
 
 NEWEST_WORD = compaction.newest_per_key(["word"])
@@ -49,11 +51,11 @@ class NativeSpec:
 
     @property
     def checkpoint(self) -> str:
-        return str(checkpoint_path(self.root))
+        return checkpoint_path(self.root)
 
     @property
     def results_table(self) -> str:
-        return str(results_table_path(self.root))
+        return results_table_path(self.root)
 
 
 @dataclass
@@ -79,7 +81,7 @@ class NativeWordCount:
                 counts.writeStream.queryName(self.spec.name)
                 .outputMode("update")
                 .foreachBatch(self._write_results)
-                .option("checkpointLocation", self.spec.checkpoint)
+                .option("checkpointLocation", uris.spark_path(self.spec.checkpoint))
                 .trigger(processingTime=f"{self.spec.trigger_seconds} seconds")
                 .start()
             )
@@ -132,27 +134,24 @@ class NativeWordCount:
     def _write_results(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.select("word", "count", F.lit(batch_id).alias("batch_id"))
         every = self.spec.compact_every_batches
-        if every and batch_id > 0 and batch_id % every == 0 and "://" not in self.spec.results_table:
+        # Compaction swaps folders with renameat2: on a local folder only, like the elastic stream's.
+        if every and batch_id > 0 and batch_id % every == 0 and uris.is_local(self.spec.results_table):
             upto = min(last_committed_batch(self.spec.checkpoint), batch_id - 1)
-            compaction.compact(self.spark, Path(self.spec.results_table), NEWEST_WORD, upto, lambda _: None)
-        rows.write.mode("overwrite").parquet(f"{self.spec.results_table}/batch_id={batch_id}")
-
-
-def _batch_ids(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+            table = Path(uris.local_path(self.spec.results_table))
+            compaction.compact(self.spark, table, NEWEST_WORD, upto, lambda _: None)
+        rows.write.mode("overwrite").parquet(uris.spark_path(f"{self.spec.results_table}/batch_id={batch_id}"))
 
 
 def last_logged_batch(checkpoint: str) -> int:
     """The newest batch whose offsets are logged (it may still be running)."""
-    return (_batch_ids(Path(checkpoint) / "offsets") or [-1])[-1]
+    return (checkpoint_batch_ids(Location.of(checkpoint).child("offsets")) or [-1])[-1]
 
 
 def last_committed_batch(checkpoint: str) -> int:
-    return (_batch_ids(Path(checkpoint) / "commits") or [-1])[-1]
+    return (checkpoint_batch_ids(Location.of(checkpoint).child("commits")) or [-1])[-1]
 
 
 def state_partitions(checkpoint: str) -> int:
     """How many state partitions the checkpoint's aggregation has now (read from its state
     folder: one numbered directory per partition of operator 0)."""
-    folder = Path(checkpoint) / "state" / "0"
-    return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.is_dir() else 0
+    return len([name for name in Location.of(checkpoint).child("state", "0").names() if name.isdigit()])

@@ -70,3 +70,55 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3-compatible server (moto's, from PyPI) on 127.0.0.1 for this test run: the state
+    layer's object-store path, exercised without a cloud account."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    server = shutil.which("moto_server", path=str(Path(sys.executable).parent))
+    if server is None:
+        pytest.fail("moto_server is missing: `make install` installs the dev dependency moto[server]")
+    port = free_port()
+    process = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=1).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"moto_server did not answer on {endpoint}")
+            time.sleep(0.2)
+    yield endpoint
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_root(s3_endpoint, monkeypatch) -> str:
+    """`s3://<new bucket>/stream`, reachable through the AWS settings every pyarrow client reads."""
+    import pyarrow.fs as pafs
+
+    for name, value in {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": "esp-tests",
+        "AWS_SECRET_ACCESS_KEY": "esp-tests",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    bucket = f"esp-{uuid.uuid4().hex[:12]}"
+    host = s3_endpoint.removeprefix("http://")
+    pafs.S3FileSystem(endpoint_override=host, scheme="http", allow_bucket_creation=True).create_dir(bucket)
+    return f"s3://{bucket}/stream"

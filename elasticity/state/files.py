@@ -30,6 +30,8 @@ import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from elasticity.state.uris import filesystem
+
 TEMP_PREFIX = ".tmp-"
 _TRAILER = re.compile(rb"\n#esp-crc32 ([0-9a-f]{8}) ([0-9]+)\n\Z")
 # The trailer is short; a file's last bytes this long always contain all of it.
@@ -93,11 +95,9 @@ class Location:
 
     @classmethod
     def of(cls, uri_or_path: str) -> Location:
-        """A local path, or any URI pyarrow understands (file://, hdfs://, s3://, ...)."""
-        if "://" in uri_or_path:
-            fs, path = pafs.FileSystem.from_uri(uri_or_path)
-            return cls(fs, path.rstrip("/"))
-        return cls(pafs.LocalFileSystem(), str(uri_or_path).rstrip("/"))
+        """A local path or a URI `uris` supports (file://, s3://, s3a://); UnsupportedScheme otherwise."""
+        fs, path = filesystem(str(uri_or_path))
+        return cls(fs, path)
 
     def child(self, *parts: str) -> Location:
         return Location(self.fs, "/".join([self.path, *parts]))
@@ -144,18 +144,38 @@ class Location:
     def _temp(self, name: str) -> str:
         return self.file(f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
 
-    def publish_bytes(self, name: str, data: bytes | memoryview | pa.Buffer) -> None:
-        """Write `data` and its checksum under a temporary name, make it durable, rename it to `name`."""
+    def publish_bytes(self, name: str, data: bytes | memoryview | pa.Buffer, *, sealed: bool = True) -> None:
+        """Write `data` and its checksum under a temporary name, make it durable, rename it to `name`.
+
+        `sealed=False` leaves the checksum out, for small documents people read and edit by hand
+        (a policy override, a stop marker); they are still published atomically."""
         self.ensure()
         payload = memoryview(data)
+        trailer = seal(payload) if sealed else b""
         temp, final = self._temp(name), self.file(name)
         if isinstance(self.fs, pafs.LocalFileSystem):
-            _write_local_durably(temp, final, payload)
+            _write_local_durably(temp, final, payload, trailer)
             return
         with self.fs.open_output_stream(temp) as out:
             out.write(payload)
-            out.write(seal(payload))
+            out.write(trailer)
         self.fs.move(temp, final)
+
+    def read_document(self, name: str) -> bytes | None:
+        """A hand-editable document as stored (no checksum expected); None if there is none."""
+        if not self.exists(name):  # an object store's missing key is an OSError, not FileNotFoundError
+            return None
+        try:
+            return self.read_raw(name)
+        except FileNotFoundError:
+            return None
+
+    def modified_s(self, name: str) -> float | None:
+        """When `name` was last written (seconds since the epoch); None if it does not exist."""
+        info = self.fs.get_file_info(self.file(name))
+        if info.type == pafs.FileType.NotFound:
+            return None
+        return None if info.mtime is None else info.mtime.timestamp()
 
     def read_bytes(self, name: str, *, verify: bool = True) -> bytes:
         """The payload of a published file, verified against its checksum (CorruptFile if it fails).
@@ -165,7 +185,8 @@ class Location:
         return bytes(unseal(self.file(name), self._raw(name), required=verify))
 
     def read_raw(self, name: str) -> bytes:
-        """The file as stored, trailer and all, unverified: only to set a damaged file aside."""
+        """The file as stored, trailer and all, unverified: to set a damaged file aside, or a file
+        esp did not write (Spark's checkpoint, a hand-written document)."""
         return self._raw(name).to_pybytes()
 
     def read_json(self, name: str) -> Any:
@@ -210,11 +231,11 @@ class Location:
             return src.read_buffer()
 
 
-def _write_local_durably(temp: str, final: str, payload: memoryview) -> None:
+def _write_local_durably(temp: str, final: str, payload: memoryview, trailer: bytes) -> None:
     """Write, fsync, rename, fsync the directory: once this returns, `final` survives a power loss."""
     with open(temp, "wb") as out:
         out.write(payload)
-        out.write(seal(payload))
+        out.write(trailer)
         out.flush()
         os.fsync(out.fileno())
     os.replace(temp, final)

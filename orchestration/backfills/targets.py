@@ -5,10 +5,10 @@ definitions here."""
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 from dagster import DailyPartitionsDefinition
 
+from elasticity.state import uris
 from orchestration.streams.catalog import STREAMS, stream_root, stream_spec
 from pipelines.batch.pipelines import BATCH_PIPELINES, BatchPipeline
 from pipelines.settings import EspSettings
@@ -32,11 +32,11 @@ def spec_for(settings: EspSettings, pipeline: BatchPipeline, root: str | None = 
     entry = next((e for e in STREAMS if e.name == pipeline.name), None)
     folder = root or str(stream_root(settings, pipeline.name))
     if entry is not None:
-        return stream_spec(settings, entry).model_copy(update={"root": str(Path(folder).resolve())})
+        return stream_spec(settings, entry).model_copy(update={"root": uris.canonical(folder)})
     return StreamSpec(
         name=pipeline.name,
         job=pipeline.name,
-        root=str(Path(folder).resolve()),
+        root=folder,
         bootstrap_servers=settings.kafka.bootstrap_servers,
         kafka_security=settings.kafka.security,
     )

@@ -9,8 +9,6 @@ See `orchestration.backfills.runner` for why in-process.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -49,8 +47,8 @@ def backfill_command(
     pipeline: str = typer.Option(..., "--pipeline", "-p", help="Pipeline to recompute: wordcount | adclicks."),
     start: str = typer.Option(..., "--from", help="First day, YYYY-MM-DD (UTC)."),
     end: str | None = typer.Option(None, "--to", help="Last day, YYYY-MM-DD (UTC), inclusive; default: --from."),
-    stream_root: Path | None = typer.Option(
-        None, "--stream-root", help="The stream's folder; default: <run dir>/streams/<pipeline>."
+    stream_root: str | None = typer.Option(
+        None, "--stream-root", help="The stream's folder (path or file:// URI); default: <run dir>/streams/<pipeline>."
     ),
     ephemeral: bool = typer.Option(False, "--ephemeral", help="Do not record the runs in esp's Dagster instance."),
     config: ConfigOption = None,
@@ -62,9 +60,7 @@ def backfill_command(
 
         settings = load_settings(config)
         try:
-            plan = plan_backfill(
-                settings, pipeline, start, end or start, stream_root=str(stream_root) if stream_root else None
-            )
+            plan = plan_backfill(settings, pipeline, start, end or start, stream_root=stream_root)
         except BackfillError as error:
             raise ValueError(str(error)) from None
         if plan.empty_days:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -26,7 +25,7 @@ def _spec(
     channels: int,
     trigger: float,
     max_offsets: int | None,
-    root: Path | None,
+    root: str | None,
     service_ms: float = 0.0,
     retention: dict[str, float] | None = None,
 ):
@@ -57,7 +56,9 @@ def run(
     channels: int = typer.Option(4, min=1, help="Channels of the elastic stage at first start."),
     trigger: float = typer.Option(1.0, help="Micro-batch trigger interval, seconds."),
     max_offsets: int | None = typer.Option(None, help="Cap on records per micro-batch."),
-    root: Path | None = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
+    root: str | None = typer.Option(
+        None, help="Stream folder: a path or a file:// or s3:// URI (default: <run dir>/streams/<name>)."
+    ),
     observe_every: float = typer.Option(5.0, help="Seconds between printed observations."),
     service_ms: float = typer.Option(
         0.0, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage)."
@@ -98,14 +99,14 @@ def run(
     console.print(f"stream {name} stopped")
 
 
-def _committed_layout(folder: Path) -> Layout | None:
+def _committed_layout(folder: str) -> Layout | None:
     """The stream's committed layout (None before its first start)."""
     from elasticity.migration import LayoutRegistry, RegistryError
     from elasticity.state import Location
     from pipelines.streams.names import elastic_path
 
     try:
-        return LayoutRegistry(Location.of(str(elastic_path(folder)))).committed()
+        return LayoutRegistry(Location.of(elastic_path(folder))).committed()
     except RegistryError:
         return None
 
@@ -116,11 +117,14 @@ def rescale(
     channels: int | None = typer.Option(None, help="Scale to this many channels."),
     split: int | None = typer.Option(None, help="Split this channel."),
     merge: int | None = typer.Option(None, help="Merge this channel into its neighbours."),
-    root: Path | None = typer.Option(None, help="Stream folder (default: <run dir>/streams/<name>)."),
+    root: str | None = typer.Option(
+        None, help="Stream folder: a path or a file:// or s3:// URI (default: <run dir>/streams/<name>)."
+    ),
     timeout: float = typer.Option(120.0, help="Seconds to wait for the stream to apply it."),
     config: ConfigOption = None,
 ) -> None:
     """Ask a running stream to rescale at its next batch boundary, and wait for the outcome."""
+    from elasticity.state import uris
     from orchestration.stack.project import load_settings
     from orchestration.streams.catalog import stream_root
     from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
@@ -137,8 +141,8 @@ def rescale(
             if split is not None
             else RescaleTarget(op="merge", channel=merge)
         )
-        folder = Path(root or stream_root(load_settings(config), name)).resolve()
-        control = ControlChannel(str(control_path(folder)))
+        folder = uris.canonical(root or stream_root(load_settings(config), name))
+        control = ControlChannel(control_path(folder))
         current = _committed_layout(folder)
         # Planned here, once, on the committed layout; the stream refuses it if it rescaled meanwhile.
         request = RescaleRequest(

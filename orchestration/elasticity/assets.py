@@ -16,7 +16,6 @@ per-phase milliseconds), the controller's rule and reason, and the share plot.
 """
 
 import base64
-from pathlib import Path
 from typing import Any, Literal
 
 from dagster import (
@@ -32,6 +31,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from elasticity.state import uris
 from orchestration.names import (
     ELASTICITY_GROUP,
     RESCALE_TAG,
@@ -74,7 +74,7 @@ def _png_markdown(png: bytes, caption: str) -> MetadataValue:
     return MetadataValue.md(f"![{caption}](data:image/png;base64,{base64.b64encode(png).decode()})")
 
 
-def _plan_metadata(plan, plot_path: Path, png: bytes) -> dict[str, Any]:
+def _plan_metadata(plan, plot_path: str, png: bytes) -> dict[str, Any]:
     summary = plan.summary()
     return {
         **{k: v for k, v in summary.items() if not k.startswith("channel_ids")},
@@ -156,10 +156,10 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
             plan = plan_rescale(current, target)
         except ValueError as error:
             raise Failure(f"cannot {describe_target(target)} from layout epoch {current.epoch}: {error}") from None
-        plots = Path(spec.control_dir) / "plots"
+        plots = uris.join(spec.control_dir, "plots")
 
         if config.dry_run:
-            path = plots / f"plan-e{plan.after.epoch}.png"
+            path = uris.join(plots, f"plan-e{plan.after.epoch}.png")
             context.log.info(
                 "dry run: %s would move %.1f%% of the ring (ideal %.1f%%)",
                 describe_target(target),
@@ -208,7 +208,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
         if after.renumbered(plan.after.epoch) != plan.after:
             raise Failure(f"the stream committed layout epoch {after.epoch}, which is not the one planned")
         done = plan.renumbered(after.epoch)
-        path = plots / f"layout-e{after.epoch}.png"
+        path = uris.join(plots, f"layout-e{after.epoch}.png")
         metadata = {
             **_plan_metadata(done, path, write_share_plot(done, path)),
             **_cost_metadata(result),

@@ -7,10 +7,11 @@ asking Dagster; the sensor's tick history in the UI holds the same sentences.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
+from os import PathLike, fspath
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from elasticity.state import Location
 
 DECISION_FILE = "last-decision.json"
 
@@ -26,17 +27,15 @@ class DecisionRecord(BaseModel):
     reason: str = Field(description="The decision's reason or the tick's skip reason.")
 
 
-def write_decision(control_dir: str | Path, record: DecisionRecord) -> None:
-    path = Path(control_dir) / DECISION_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    scratch.write_text(record.model_dump_json())
-    os.replace(scratch, path)  # a reader never sees half a record
+def write_decision(control_dir: str | PathLike[str], record: DecisionRecord) -> None:
+    # Atomic: a reader never sees half a record.
+    Location.of(fspath(control_dir)).publish_bytes(DECISION_FILE, record.model_dump_json().encode(), sealed=False)
 
 
-def read_decision(control_dir: str | Path) -> DecisionRecord | None:
+def read_decision(control_dir: str | PathLike[str]) -> DecisionRecord | None:
     """The last recorded decision (None: none yet, or the file is unreadable)."""
     try:
-        return DecisionRecord.model_validate(json.loads((Path(control_dir) / DECISION_FILE).read_text()))
+        stored = Location.of(fspath(control_dir)).read_document(DECISION_FILE)
+        return None if stored is None else DecisionRecord.model_validate(json.loads(stored))
     except (FileNotFoundError, ValueError, ValidationError):
         return None

@@ -12,8 +12,7 @@ import); the code location's defaults apply otherwise.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
+from os import PathLike, fspath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -26,6 +25,7 @@ from elasticity.control import (
     UnderloadOptions,
 )
 from elasticity.layout import MAX_CHANNELS
+from elasticity.state import Location, uris
 from orchestration.names import RESIZE_MAX_WAIT_S
 
 POLICY_FILE = "elasticity-policy.json"
@@ -113,18 +113,23 @@ class ElasticityPolicy(BaseModel):
         )
 
 
-def policy_path(control_dir: str | Path) -> Path:
-    return Path(control_dir) / POLICY_FILE
+def policy_path(control_dir: str | PathLike[str]) -> str:
+    """The override file's path or URI (for messages: read and write it with the functions below)."""
+    return uris.join(control_dir, POLICY_FILE)
 
 
-def load_policy(control_dir: str | Path, default: ElasticityPolicy) -> ElasticityPolicy:
+def _policy_bytes(control_dir: str | PathLike[str]) -> bytes | None:
+    return Location.of(fspath(control_dir)).read_document(POLICY_FILE)
+
+
+def load_policy(control_dir: str | PathLike[str], default: ElasticityPolicy) -> ElasticityPolicy:
     """The stream's policy: `default` with the fields of its override file (if any) on top;
     PolicyFileError naming the file and the problem when it is not a valid override."""
     path = policy_path(control_dir)
-    if not path.is_file():
+    if (stored := _policy_bytes(control_dir)) is None:
         return default
     try:
-        overrides: Any = json.loads(path.read_bytes())
+        overrides: Any = json.loads(stored)
     except (ValueError, UnicodeDecodeError) as error:
         raise PolicyFileError(f"policy override {path} is not JSON ({error}); fix or remove it") from error
     if not isinstance(overrides, dict):
@@ -140,35 +145,30 @@ def _validated(default: ElasticityPolicy, overrides: dict[str, Any], what: str, 
         raise PolicyFileError(f"{what} is invalid: {problems}{advice}") from error
 
 
-def read_overrides(control_dir: str | Path) -> dict[str, Any]:
+def read_overrides(control_dir: str | PathLike[str]) -> dict[str, Any]:
     """The fields a stream's override file sets ({} when there is none or it is not a JSON object)."""
-    path = policy_path(control_dir)
     try:
-        overrides = json.loads(path.read_bytes()) if path.is_file() else {}
+        overrides = json.loads(stored) if (stored := _policy_bytes(control_dir)) is not None else {}
     except (ValueError, UnicodeDecodeError):
         return {}
     return overrides if isinstance(overrides, dict) else {}
 
 
 def change_policy(
-    control_dir: str | Path, changes: dict[str, Any], default: ElasticityPolicy, reset: bool = False
+    control_dir: str | PathLike[str], changes: dict[str, Any], default: ElasticityPolicy, reset: bool = False
 ) -> tuple[ElasticityPolicy, dict[str, Any]]:
     """Apply `changes` on top of the stream's override file (or on the defaults when `reset`) and
     store the result atomically; returns the effective policy and the stored overrides.
     PolicyFileError (nothing stored) when the result is not a valid policy."""
     overrides = {**({} if reset else read_overrides(control_dir)), **changes}
     policy = _validated(default, overrides, "the policy change", "; nothing changed")
-    path = policy_path(control_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    scratch.write_text(json.dumps(overrides, indent=2))
-    os.replace(scratch, path)  # atomic: a sensor tick never reads half a file
+    # Atomic, without a checksum: a sensor tick never reads half a file, and people edit it by hand.
+    Location.of(fspath(control_dir)).publish_bytes(POLICY_FILE, json.dumps(overrides, indent=2).encode(), sealed=False)
     return policy, overrides
 
 
-def write_policy(control_dir: str | Path, policy: ElasticityPolicy) -> Path:
+def write_policy(control_dir: str | PathLike[str], policy: ElasticityPolicy) -> str:
     """Store a stream's whole policy as its override (tests, the benchmark, an operator)."""
-    path = policy_path(control_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(policy.model_dump_json(exclude_none=True, indent=2))
-    return path
+    document = policy.model_dump_json(exclude_none=True, indent=2).encode()
+    Location.of(fspath(control_dir)).publish_bytes(POLICY_FILE, document, sealed=False)
+    return policy_path(control_dir)

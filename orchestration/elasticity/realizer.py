@@ -14,16 +14,18 @@ No Dagster here, so the resizing asset and the benchmark share it:
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from os import PathLike, fspath
 from typing import Any
 
 from elasticity.control import Decision
 from elasticity.layout import HashRange, Layout, diff, ideal_moved_fraction, moved_space_fraction
 from orchestration.elasticity.collector import ChannelMap
+from orchestration.plots import publish_png
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, RescaleTarget, forgettable
 from pipelines.streams.files import StreamFiles
 from pipelines.streams.spec import StreamSpec
@@ -168,11 +170,11 @@ def _rescale_offline_leased(
         )
     started = time.perf_counter()
     codec = Int64Codec()
-    scratch = Path(spec.local_state) / "offline-rescale"
+    scratch = os.path.join(spec.local_state, "offline-rescale")  # always on this machine (names)
     backend = (
         MemoryBackend(codec, durable=spec.elastic_root)
         if spec.store_kind == "memory"
-        else RocksBackend(codec, durable=spec.elastic_root, local_dir=str(scratch))
+        else RocksBackend(codec, durable=spec.elastic_root, local_dir=scratch)
     )
     migrator = Migrator(Location.of(spec.elastic_root), backend, fence=fence)
     try:
@@ -198,7 +200,7 @@ def _rescale_offline_leased(
     )
 
 
-def write_share_plot(plan: RescalePlan, path: Path) -> bytes:
+def write_share_plot(plan: RescalePlan, path: str | PathLike[str]) -> bytes:
     """A bar chart of each channel's share of the ring before and after; returns the PNG bytes."""
     import matplotlib
 
@@ -221,20 +223,18 @@ def write_share_plot(plan: RescalePlan, path: Path) -> bytes:
     )
     ax.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    data = publish_png(fig, path, dpi=90)
     plt.close(fig)
-    data = path.read_bytes()
-    forget_old_plots(path.parent)
+    forget_old_plots(fspath(path).rsplit("/", 1)[0])
     return data
 
 
-def forget_old_plots(folder: Path, keep: int = KEEP_PLOTS) -> None:
+def forget_old_plots(folder: str, keep: int = KEEP_PLOTS) -> None:
     """Keep the newest `keep` plots of a stream's control folder (older materializations in the UI
     lose their picture, as their runs do under run retention)."""
     from elasticity.state import Location
 
-    plots = Location.of(str(folder))
+    plots = Location.of(folder)
     for name in forgettable(plots, "", ".png", keep, min_age_s=0.0):
         plots.delete_file(name)
 

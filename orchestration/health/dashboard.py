@@ -9,14 +9,16 @@ stream asset's own numeric observations are what Dagster's Plots tab draws live.
 import base64
 import time
 from collections.abc import Sequence
-from pathlib import Path
+from os import PathLike
 
 from dagster import AssetExecutionContext, AssetsDefinition, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
+from elasticity.state import uris
 from orchestration.elasticity.policy import ElasticityPolicy, PolicyFileError, load_policy
 from orchestration.health.samples import StreamSample, recent_samples, rescales
 from orchestration.names import HEALTH_GROUP, dashboard_asset_key, stream_asset_key
+from orchestration.plots import publish_png
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
 
@@ -27,7 +29,7 @@ class DashboardConfig(Config):
     window_s: float = Field(3600.0, gt=0, description="Seconds of history drawn (default the last hour).")
 
 
-def render_dashboard(samples: Sequence[StreamSample], slo_ms: float, title: str, path: Path) -> bytes:
+def render_dashboard(samples: Sequence[StreamSample], slo_ms: float, title: str, path: str | PathLike[str]) -> bytes:
     """Four panels over time with rescale markers; writes the PNG to `path` and returns its bytes."""
     import matplotlib
 
@@ -65,10 +67,9 @@ def render_dashboard(samples: Sequence[StreamSample], slo_ms: float, title: str,
     channels.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
     fig.suptitle(title if samples else f"{title}: no observations in the window")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
+    png = publish_png(fig, path, dpi=80)
     plt.close(fig)
-    return path.read_bytes()
+    return png
 
 
 def make_dashboard_asset(entry: StreamEntry, default: ElasticityPolicy) -> AssetsDefinition:
@@ -90,7 +91,7 @@ def make_dashboard_asset(entry: StreamEntry, default: ElasticityPolicy) -> Asset
             context.log.warning(str(error))
             slo_ms = default.slo_s * 1000
         samples = recent_samples(context.instance, key, config.window_s, time.time())
-        path = Path(spec.control_dir) / "plots" / "dashboard.png"
+        path = uris.join(spec.control_dir, "plots", "dashboard.png")
         png = render_dashboard(samples, slo_ms, f"{entry.name}: last {config.window_s / 60:.0f} min", path)
         image = base64.b64encode(png).decode()
         return MaterializeResult(

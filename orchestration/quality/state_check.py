@@ -12,11 +12,11 @@ altered key after the rescale makes the sums (and the per-key values) differ.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from elasticity.state import Location
 from orchestration.names import state_suite_name
 from orchestration.quality.gx_validation import GreatExpectationsResource, SuiteOutcome
 from orchestration.quality.state_census import StateCensus, take_census
@@ -51,14 +51,14 @@ def _state_keys(pipeline: BatchPipeline, rows: pd.DataFrame) -> pd.Series:
 def results_complete(results_table: str, batch: int) -> bool:
     """Whether the stream finished writing batch `batch`'s results: Spark's _SUCCESS marker, or the
     batch was folded into a compacted folder (only committed batches are)."""
-    if (Path(results_table) / f"batch_id={batch}" / "_SUCCESS").exists():
+    if Location.of(results_table).child(f"batch_id={batch}").exists("_SUCCESS"):
         return True
     upto = compacted_upto(results_table)
     return upto is not None and batch <= upto
 
 
 def has_results(results_table: str) -> bool:
-    return Path(results_table).is_dir() and any(Path(results_table).glob("batch_id=*"))
+    return any(name.startswith("batch_id=") for name in Location.of(results_table).names())
 
 
 def results_state(pipeline: BatchPipeline, results_table: str, batch: int) -> pd.DataFrame:

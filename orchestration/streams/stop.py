@@ -10,11 +10,12 @@ boundary. Launching `<stream>_stream_job` again removes the marker (the start fr
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from os import PathLike, fspath
 
 from dagster import Config, DagsterRunStatus, Failure, JobDefinition, OpExecutionContext, RunsFilter, job, op
 from pydantic import Field
 
+from elasticity.state import Location, uris
 from orchestration.names import KIND_TAG, stop_job_name, stream_job_name
 from orchestration.resources import EspSettingsResource
 from orchestration.runs import ACTIVE_RUN_STATUSES
@@ -32,32 +33,31 @@ class StopMarker:
     note: str
 
 
-def stop_marker_path(control_dir: str | Path) -> Path:
-    return Path(control_dir) / STOP_MARKER
+def stop_marker_path(control_dir: str | PathLike[str]) -> str:
+    return uris.join(control_dir, STOP_MARKER)
 
 
-def write_stop_marker(control_dir: str | Path, marker: StopMarker) -> None:
-    path = stop_marker_path(control_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"run_id": marker.run_id, "at": marker.at, "note": marker.note}))
+def write_stop_marker(control_dir: str | PathLike[str], marker: StopMarker) -> None:
+    document = json.dumps({"run_id": marker.run_id, "at": marker.at, "note": marker.note}).encode()
+    Location.of(fspath(control_dir)).publish_bytes(STOP_MARKER, document, sealed=False)
 
 
-def read_stop_marker(control_dir: str | Path) -> StopMarker | None:
-    path = stop_marker_path(control_dir)
-    try:
-        data = json.loads(path.read_text())
-        return StopMarker(str(data["run_id"]), float(data["at"]), str(data.get("note", "")))
-    except FileNotFoundError:
+def read_stop_marker(control_dir: str | PathLike[str]) -> StopMarker | None:
+    folder = Location.of(fspath(control_dir))
+    if (stored := folder.read_document(STOP_MARKER)) is None:
         return None
+    try:
+        data = json.loads(stored)
+        return StopMarker(str(data["run_id"]), float(data["at"]), str(data.get("note", "")))
     except (ValueError, KeyError, TypeError):
-        return StopMarker("unknown", path.stat().st_mtime, "unreadable stop marker")
+        return StopMarker("unknown", folder.modified_s(STOP_MARKER) or time.time(), "unreadable stop marker")
 
 
-def clear_stop_marker(control_dir: str | Path) -> bool:
+def clear_stop_marker(control_dir: str | PathLike[str]) -> bool:
     """Remove the marker (a start by hand); True if there was one."""
-    path = stop_marker_path(control_dir)
-    existed = path.exists()
-    path.unlink(missing_ok=True)
+    folder = Location.of(fspath(control_dir))
+    existed = folder.exists(STOP_MARKER)
+    folder.delete_file(STOP_MARKER)
     return existed
 
 

@@ -27,8 +27,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from elasticity.state import Location
 from pipelines.batch import tables
-from pipelines.streams.names import daily_table_path, late_table_path
+from pipelines.streams.names import daily_table_path
 from pipelines.streams.spec import StreamSpec
 
 SPAN = "span"
@@ -66,7 +67,7 @@ class BatchPipeline:
 
 def daily_table(spec: StreamSpec) -> str:
     """Where a stream's daily batch recomputation lives."""
-    return str(daily_table_path(spec.folder))
+    return daily_table_path(spec.folder)
 
 
 # -- wordcount -------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ def _adclicks_stream_side(spark: SparkSession, spec: StreamSpec, spans: SpanMap)
     keys = ["campaign_id", "window_start"]
     latest = latest_rows(spark, spec.results_table, keys).select(*keys, F.col(COUNT).cast("long").alias(COUNT))
     late_folder = spec.late_table
-    if any(p.name.startswith("batch_id=") for p in late_table_path(spec.folder).glob("*")):
+    if any(name.startswith("batch_id=") for name in Location.of(late_folder).names()):
         late = spark.read.parquet(late_folder).select(
             "campaign_id",
             F.timestamp_millis("window_start_ms").alias("window_start"),

@@ -16,6 +16,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from elasticity.state import uris
+
 DATE_FORMAT = "%Y-%m-%d"
 EXPIRED_PREFIX = ".expired-"
 
@@ -28,8 +30,14 @@ def parse_day(text: str) -> dt.date:
         raise ValueError(f"{text!r} is not a date in YYYY-MM-DD form") from None
 
 
+def _folder(table: str) -> Path:
+    """The table's local folder: these tables swap and expire folders by rename, so a table on an
+    object store is refused by name (RemoteRoot), never read as a relative path."""
+    return Path(uris.local_path(table, "the bronze archive and the daily tables (backfills, expiry)"))
+
+
 def day_folder(table: str, day: dt.date) -> Path:
-    return Path(table) / f"date={day.isoformat()}"
+    return _folder(table) / f"date={day.isoformat()}"
 
 
 def _partition_values(folder: Path, name: str) -> list[str]:
@@ -43,7 +51,7 @@ def bronze_days(bronze_table: str) -> list[dt.date]:
     """Days that have at least one archived batch."""
     return [
         parse_day(d)
-        for d in _partition_values(Path(bronze_table), "date")
+        for d in _partition_values(_folder(bronze_table), "date")
         if bronze_batches(bronze_table, parse_day(d))
     ]
 
@@ -75,7 +83,7 @@ def first_day_of(bronze_table: str) -> Callable[[int], dt.date | None]:
 
 def bronze_days_listed(bronze_table: str) -> list[dt.date]:
     """The days of the archive's `date=` folders, oldest first (without looking inside them)."""
-    return sorted(parse_day(d) for d in _partition_values(Path(bronze_table), "date"))
+    return sorted(parse_day(d) for d in _partition_values(_folder(bronze_table), "date"))
 
 
 def expire_archive(bronze_table: str, cutoff: dt.datetime, ahead_s: float = 0.0) -> int:
@@ -124,7 +132,7 @@ def _remove_hidden(folder: Path) -> int:
 
 def remove_expired_leftovers(bronze_table: str) -> None:
     """`.expired-*` folders a killed expiry left (of days, or of batches inside a day)."""
-    root = Path(bronze_table)
+    root = _folder(bronze_table)
     if root.is_dir():
         for leftover in [*root.glob(f"{EXPIRED_PREFIX}*"), *root.glob(f"date=*/{EXPIRED_PREFIX}*")]:
             shutil.rmtree(leftover, ignore_errors=True)
@@ -160,4 +168,4 @@ def read_days(spark: SparkSession, table: str, days: list[dt.date]) -> DataFrame
     folders = [str(day_folder(table, d)) for d in days if day_folder(table, d).is_dir()]
     if not folders:
         return None
-    return spark.read.option("basePath", table).parquet(*folders)
+    return spark.read.option("basePath", str(_folder(table))).parquet(*folders)

@@ -42,6 +42,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from elasticity.state import Location
+
 log = logging.getLogger(__name__)
 
 BATCH_PREFIX = "batch_id="
@@ -128,8 +130,8 @@ def batch_folders(table: Path) -> dict[int, Path]:
 
 def compacted_upto(table: str | Path) -> int | None:
     """The newest batch folded into `table` (None: never compacted)."""
-    marker = Path(table) / MARKER
-    return int(json.loads(marker.read_text())["upto"]) if marker.exists() else None
+    stored = Location.of(os.fspath(table)).read_document(MARKER)  # a reader may look at a remote root
+    return None if stored is None else int(json.loads(stored)["upto"])
 
 
 def staging_folder(table: Path) -> Path:

@@ -7,12 +7,12 @@ heartbeat (newest checkpoint file) and a batch begun but not committed.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from elasticity.layout import Layout
 from elasticity.migration.registry import LayoutRegistry, RegistryError
 from elasticity.state import Location
 from pipelines.streams.control import ControlChannel, RescaleRequest
+from pipelines.streams.metrics import checkpoint_batch_ids
 from pipelines.streams.spec import StreamSpec
 
 
@@ -21,7 +21,7 @@ class CheckpointMismatch(RuntimeError):
     take new input for replays (or replay input the state already holds)."""
 
 
-def checkpoint_mismatch(checkpoint: Path, planned: int | None, channel_batches: dict[int, int]) -> str | None:
+def checkpoint_mismatch(checkpoint: str, planned: int | None, channel_batches: dict[int, int]) -> str | None:
     """Why the checkpoint (newest planned batch id, None if it has none) does not fit the
     channels' state (channel -> newest batch id it applied), or None if it fits.
 
@@ -48,7 +48,7 @@ class StreamFiles:
 
     def __init__(self, spec: StreamSpec) -> None:
         self.spec = spec
-        self.checkpoint = Path(spec.checkpoint)
+        self.checkpoint = Location.of(spec.checkpoint)
 
     def registry(self) -> LayoutRegistry:
         return LayoutRegistry(Location.of(self.spec.elastic_root))
@@ -69,19 +69,22 @@ class StreamFiles:
         return ControlChannel(self.spec.control_dir).take_request()
 
     def _batch_ids(self, folder: str) -> list[int]:
-        path = self.checkpoint / folder
-        return sorted(int(p.name) for p in path.glob("[0-9]*")) if path.is_dir() else []
+        return checkpoint_batch_ids(self.checkpoint.child(folder))
 
     def heartbeat_age_s(self, now_s: float | None = None) -> float | None:
         """Seconds since the query last began or committed a batch (None: it never ran)."""
         newest = [
-            (self.checkpoint / folder / str(ids[-1])).stat().st_mtime
+            self._written_at(self.checkpoint.child(folder).file(str(ids[-1])))
             for folder in ("offsets", "commits")
             if (ids := self._batch_ids(folder))
         ]
         if not newest:
             return None
         return (time.time() if now_s is None else now_s) - max(newest)
+
+    def _written_at(self, path: str) -> float:
+        mtime = self.checkpoint.fs.get_file_info(path).mtime
+        return 0.0 if mtime is None else mtime.timestamp()
 
     def newest_planned_batch(self) -> int | None:
         """The newest batch id the query's offsets log planned (None: no checkpoint yet)."""

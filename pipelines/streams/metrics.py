@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from elasticity.state import Location
 from pipelines.settings import KafkaConnection, kafka_connection
 
 METRICS_TOPIC_CONFIGS = {"retention.ms": str(6 * 3600 * 1000), "cleanup.policy": "delete"}
@@ -197,15 +198,18 @@ def checkpoint_offsets(checkpoint_dir: str, topic: str) -> dict[int, int]:
 
     Lets a process other than the driver (a sensor, a test) compute lag and progress.
     """
-    from pathlib import Path
-
-    commits = Path(checkpoint_dir) / "commits"
-    batch_ids = sorted(int(p.name) for p in commits.glob("[0-9]*")) if commits.is_dir() else []
+    checkpoint = Location.of(checkpoint_dir)
+    batch_ids = checkpoint_batch_ids(checkpoint.child("commits"))
     if not batch_ids:
         return {}
-    offsets_file = Path(checkpoint_dir) / "offsets" / str(batch_ids[-1])
-    for line in offsets_file.read_text().splitlines()[2:]:
+    # Spark's own file, with no esp checksum: read as stored.
+    for line in checkpoint.child("offsets").read_raw(str(batch_ids[-1])).decode().splitlines()[2:]:
         parsed = json.loads(line)
         if isinstance(parsed, dict) and topic in parsed:
             return {int(p): int(o) for p, o in parsed[topic].items()}
     return {}
+
+
+def checkpoint_batch_ids(folder: Location) -> list[int]:
+    """The batch ids in a checkpoint's `offsets` or `commits` folder, oldest first ([] if none)."""
+    return sorted(int(name) for name in folder.names() if name.isdigit())

@@ -2,13 +2,20 @@
 the layout of its folder. `StreamSpec` exposes them for one stream; code that has only a stream's
 name or folder (benchmarks, tests, the native baseline, descriptions) calls these directly.
 
+Folders are strings (a local path or a URI, see `elasticity.state.uris`), derived with
+`uris.join`: never `pathlib`, which reads `file:///a` as the relative path `file:/a`. Code that
+needs a local folder (benchmarks, tests, compaction) asks `uris.local_path`, which refuses a root
+on an object store by name.
+
 (The Dagster names of a stream's assets, jobs and sensors are orchestration's:
 `orchestration.names`.)
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+
+from elasticity.state import uris
 
 # -- Kafka topics ---------------------------------------------------------------------------------
 
@@ -31,40 +38,43 @@ def metrics_topic(stream: str) -> str:
 # -- the stream's folder --------------------------------------------------------------------------
 
 
-def checkpoint_path(root: str | Path) -> Path:
+def checkpoint_path(root: str | os.PathLike[str]) -> str:
     """The streaming query's checkpoint."""
-    return Path(root) / "checkpoint"
+    return uris.join(root, "checkpoint")
 
 
-def elastic_path(root: str | Path) -> Path:
+def elastic_path(root: str | os.PathLike[str]) -> str:
     """Layout registry, channel state histories, migration areas."""
-    return Path(root) / "elastic"
+    return uris.join(root, "elastic")
 
 
-def local_state_path(root: str | Path) -> Path:
-    """The channels' local state stores."""
-    return Path(root) / "local"
+def local_state_path(root: str | os.PathLike[str]) -> str:
+    """The channels' local state stores (RocksDB wants a local disk: for a root on an object store,
+    a folder on this machine named after it; the stores are rebuilt from the durable history)."""
+    if not uris.is_local(os.fspath(root)):
+        return uris.local_cache(os.fspath(root))
+    return uris.join(root, "local")
 
 
-def control_path(root: str | Path) -> Path:
+def control_path(root: str | os.PathLike[str]) -> str:
     """Rescale requests and their results, the watermark log, the elasticity policy override, plots."""
-    return Path(root) / "control"
+    return uris.join(root, "control")
 
 
-def results_table_path(root: str | Path) -> Path:
-    return Path(root) / "tables" / "results"
+def results_table_path(root: str | os.PathLike[str]) -> str:
+    return uris.join(root, "tables", "results")
 
 
-def late_table_path(root: str | Path) -> Path:
+def late_table_path(root: str | os.PathLike[str]) -> str:
     """adclicks: window counts that arrived after their window closed, per batch."""
-    return Path(root) / "tables" / "late"
+    return uris.join(root, "tables", "late")
 
 
-def bronze_table_path(root: str | Path) -> Path:
+def bronze_table_path(root: str | os.PathLike[str]) -> str:
     """Every accepted input record, per date and batch id."""
-    return Path(root) / "tables" / "bronze"
+    return uris.join(root, "tables", "bronze")
 
 
-def daily_table_path(root: str | Path) -> Path:
+def daily_table_path(root: str | os.PathLike[str]) -> str:
     """The daily batch recomputation from the bronze archive, per date."""
-    return Path(root) / "tables" / "daily"
+    return uris.join(root, "tables", "daily")

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -27,7 +26,7 @@ from elasticity.layout import Layout
 from elasticity.lease import Lease, acquire, ensure_free
 from elasticity.migration import Migrator, RecordedOutcome
 from elasticity.migration.registry import LayoutRegistry
-from elasticity.state import HistoryBackend, Int64Codec, Location
+from elasticity.state import HistoryBackend, Int64Codec, Location, uris
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected, write_dead_letters
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
@@ -85,8 +84,8 @@ class ElasticStream:
         return self._stopping.is_set()
 
     def __post_init__(self) -> None:
-        root = str(Path(self.spec.root).resolve()) if "://" not in self.spec.root else self.spec.root
-        self.spec = self.spec.model_copy(update={"root": root})
+        # A spec changed by `model_copy` skips its validator: one spelling of the root, again.
+        self.spec = self.spec.model_copy(update={"root": uris.canonical(self.spec.root)})
         self.logic: JobLogic = job_logic(self.spec)
         self.stage = StageSpec(
             self.spec.name,
@@ -153,7 +152,7 @@ class ElasticStream:
         backend = self.migrator().backend
         applied = {channel: backend.open(channel).version.batch for channel in backend.channels()}
         files = StreamFiles(self.spec)
-        problem = checkpoint_mismatch(files.checkpoint, files.newest_planned_batch(), applied)
+        problem = checkpoint_mismatch(self.spec.checkpoint, files.newest_planned_batch(), applied)
         if problem is not None:
             raise CheckpointMismatch(f"stream {self.spec.name}: {problem}")
 
@@ -165,7 +164,7 @@ class ElasticStream:
         self.query = (
             source.writeStream.queryName(self.spec.name)
             .foreachBatch(self.process_batch)
-            .option("checkpointLocation", self.spec.checkpoint)
+            .option("checkpointLocation", uris.spark_path(self.spec.checkpoint))
             .trigger(processingTime=f"{self.spec.trigger_seconds} seconds")
             .start()
         )
@@ -259,7 +258,9 @@ class ElasticStream:
             # Kafka copy then reads the cached rows.
             results = results.persist()
         try:
-            results.write.mode("overwrite").parquet(f"{self.spec.results_table}/batch_id={context.batch_id}")
+            results.write.mode("overwrite").parquet(
+                uris.spark_path(f"{self.spec.results_table}/batch_id={context.batch_id}")
+            )
             if self.spec.results_to_kafka:
                 self._publish_results(results)
         finally:
@@ -283,7 +284,7 @@ class ElasticStream:
         try:
             total = late.agg(F.sum("n").alias("n")).first().n or 0
             late.withColumn("batch_id", F.lit(batch_id)).write.mode("overwrite").parquet(
-                f"{self.spec.late_table}/batch_id={batch_id}"
+                uris.spark_path(f"{self.spec.late_table}/batch_id={batch_id}")
             )
             return int(total)
         finally:
@@ -295,7 +296,7 @@ class ElasticStream:
             bronze.write.mode("overwrite")
             .option("partitionOverwriteMode", "dynamic")
             .partitionBy("date", "batch_id")
-            .parquet(self.spec.bronze_table)
+            .parquet(uris.spark_path(self.spec.bronze_table))
         )
 
     def _result_rows(self, results: DataFrame, batch_id: int) -> DataFrame:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from elasticity.state import uris
 from pipelines.settings import KafkaClientSecurity, KafkaConnection
 from pipelines.streams import names
 
@@ -26,7 +26,10 @@ class StreamSpec(BaseModel):
         default_factory=KafkaClientSecurity, description="How the stream's Kafka clients authenticate (settings')."
     )
     root: str = Field(
-        ".esp/run/streams/wordcount", description="Folder (path or URI) for checkpoint, state, tables, control."
+        ".esp/run/streams/wordcount",
+        description="Folder for checkpoint, state, tables, control: a path (made absolute when the spec is built) "
+        "or a file://, s3:// or s3a:// URI.",
+        validate_default=True,
     )
     channels: int = Field(4, ge=1, le=1024, description="Channels of the elastic stage when the stream first starts.")
     trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
@@ -91,44 +94,52 @@ class StreamSpec(BaseModel):
         "(benchmarks and elasticity tests; run Spark with at least as many task slots as channels). 0: off.",
     )
 
+    @field_validator("root")
+    @classmethod
+    def _one_spelling(cls, root: str) -> str:
+        # Once, where the spec is built: a restart from another working directory, or a `file://`
+        # spelling of the same folder, finds the same checkpoint and state.
+        return uris.canonical(root)
+
     @property
     def kafka(self) -> KafkaConnection:
         """The address and security every Kafka client of the stream uses."""
         return KafkaConnection(self.bootstrap_servers, self.kafka_security)
 
     @property
-    def folder(self) -> Path:
-        return Path(self.root)
+    def folder(self) -> str:
+        """The root: an absolute local path or an object-store URI (never a `pathlib.Path`)."""
+        return self.root
 
     @property
     def checkpoint(self) -> str:
-        return str(names.checkpoint_path(self.folder))
+        return names.checkpoint_path(self.folder)
 
     @property
     def elastic_root(self) -> str:
         """Layout registry, channel state histories, migration areas."""
-        return str(names.elastic_path(self.folder))
+        return names.elastic_path(self.folder)
 
     @property
     def local_state(self) -> str:
-        return str(names.local_state_path(self.folder))
+        return names.local_state_path(self.folder)
 
     @property
     def results_table(self) -> str:
-        return str(names.results_table_path(self.folder))
+        return names.results_table_path(self.folder)
 
     @property
     def late_table(self) -> str:
         """adclicks: window counts that arrived after their window closed, per batch."""
-        return str(names.late_table_path(self.folder))
+        return names.late_table_path(self.folder)
 
     @property
     def bronze_table(self) -> str:
-        return str(names.bronze_table_path(self.folder))
+        return names.bronze_table_path(self.folder)
 
     @property
     def control_dir(self) -> str:
-        return str(names.control_path(self.folder))
+        return names.control_path(self.folder)
 
     @property
     def results_topic(self) -> str:

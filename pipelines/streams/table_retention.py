@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from elasticity.state import Location
+from elasticity.state import Location, uris
 from pipelines.batch import tables
 from pipelines.streams import compaction
 from pipelines.streams.compaction import CompactionReport
@@ -40,18 +40,25 @@ class TableRetention:
 
     @property
     def local(self) -> bool:
-        # renameat2 and hard links: the tables must be on a local file system.
-        return "://" not in self.spec.root
+        # renameat2, hard links and folder mtimes: the tables must be on a local file system.
+        return uris.is_local(self.spec.root)
 
     def recover(self) -> None:
         """At start: delete what a compaction or an expiry killed midway left behind, and the
         temporaries of crashed publishers in the control folder (the elastic folder's are the
         migrator's `recover`)."""
         Location.of(self.spec.control_dir).clean_temporaries(older_than_s=CONTROL_TEMPORARY_AGE_S)
-        if self.local:
-            for table in (self.spec.results_table, self.spec.late_table):
-                compaction.recover(Path(table))
-            tables.remove_expired_leftovers(self.spec.bronze_table)
+        if not self.local:
+            log.warning(
+                "table compaction and bronze expiry are off for stream %s: its folder %s is on an object store "
+                "(they need a local file system); its tables grow until cleaned by the store's own lifecycle rules",
+                self.spec.name,
+                self.spec.root,
+            )
+            return
+        for table in (self.spec.results_table, self.spec.late_table):
+            compaction.recover(Path(uris.local_path(table)))
+        tables.remove_expired_leftovers(uris.local_path(self.spec.bronze_table))
 
     def due(self, batch_id: int) -> bool:
         every = self.spec.compact_every_batches
@@ -69,7 +76,10 @@ class TableRetention:
             (self.spec.late_table, compaction.summed("n")),
         )
         try:
-            reports = [compaction.compact(self.spark, Path(table), fold, upto, day_of) for table, fold in folds]
+            reports = [
+                compaction.compact(self.spark, Path(uris.local_path(table)), fold, upto, day_of)
+                for table, fold in folds
+            ]
         except compaction.CompactionUnsupported as error:
             log.error("table compaction is off for stream %s: %s", self.spec.name, error)
             self.unsupported, reports = True, []

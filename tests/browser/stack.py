@@ -114,7 +114,7 @@ class Stack:
         from elasticity.migration import LayoutRegistry
         from elasticity.state import Location
 
-        return LayoutRegistry(Location.of(str(elastic_path(self.stream_root)))).committed().channels
+        return LayoutRegistry(Location.of(elastic_path(self.stream_root))).committed().channels
 
     def stop_elasticity(self) -> None:
         """Only the test rescales: the stream's own control loop is switched off, and a resize
@@ -159,7 +159,7 @@ def running_stack(folder: Path, bootstrap: str) -> Iterator[Stack]:
             stack = Stack(port=ui_port, folder=folder, bootstrap=bootstrap)
             stack.stream_run_id = stack.launch(stream_job_name(STREAM), stream_run_config(TOPIC))
             try:
-                checkpoint = str(checkpoint_path(stack.stream_root))
+                checkpoint = checkpoint_path(stack.stream_root)
                 wait_for("the stream's first committed batch", lambda: committed_batches(checkpoint) > 0, 600)
                 yield stack
             finally:

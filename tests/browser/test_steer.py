@@ -96,12 +96,12 @@ def test_backfill_of_two_days_launched_from_the_ui(page, shoot, stack):
     expect(page.get_by_text("100% completed").first).to_be_visible(timeout=300_000)
     shoot("backfill-completed")
     for day, lines in LINES.items():
-        table = pq.read_table(daily_table_path(stack.stream_root) / f"date={day.isoformat()}").to_pylist()
+        table = pq.read_table(Path(daily_table_path(stack.stream_root)) / f"date={day.isoformat()}").to_pylist()
         assert {r["word"]: r["count"] for r in table} == dict(Counter(w for line in lines for w in line.split()))
 
 
 def _days_written(root: Path) -> bool:
-    return all((daily_table_path(root) / f"date={d.isoformat()}").is_dir() for d in DAYS)
+    return all((Path(daily_table_path(root)) / f"date={d.isoformat()}").is_dir() for d in DAYS)
 
 
 def test_a_failing_state_check_is_red_with_its_offending_keys(page, shoot, stack, tmp_path):
@@ -140,8 +140,8 @@ def state_with_a_misrouted_key(root: Path, misrouted: str) -> None:
     from elasticity.state import Int64Codec, Location, RocksBackend
     from pipelines.streams.names import local_state_path
 
-    layout = LayoutRegistry(Location.of(str(elastic_path(root)))).initialize(Layout.uniform(2))
-    backend = RocksBackend(Int64Codec(), durable=str(elastic_path(root)), local_dir=str(local_state_path(root)))
+    layout = LayoutRegistry(Location.of(elastic_path(root))).initialize(Layout.uniform(2))
+    backend = RocksBackend(Int64Codec(), durable=elastic_path(root), local_dir=local_state_path(root))
     for channel in layout.channels:
         with backend.open(channel).begin(0) as tx:
             for word in (f"w{i}" for i in range(20)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -71,7 +72,7 @@ def test_stream_asset_shows_live_observations_that_change(page, shoot):
 def test_elasticity_sensor_ticks_say_why(page, shoot, stack):
     # The loop decides and says why, but may not rescale here: its channel bounds are pinned
     # (the stream's policy override), so the tests' own rescales are the only ones.
-    policy = control_path(stack.stream_root) / POLICY_FILE
+    policy = Path(control_path(stack.stream_root)) / POLICY_FILE
     channels = len(stack.committed_channels())
     policy.write_text(json.dumps({"min_channels": channels, "max_channels": channels, "slo_s": 10.0}))
     try:

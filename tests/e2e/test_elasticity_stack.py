@@ -226,7 +226,7 @@ class ElasticStack:
     def drain(self, bootstrap: str) -> None:
         """Stop the load and wait until the stream committed everything in the topic."""
         self.load.stop()
-        wait_for_checkpoint(str(checkpoint_path(self.root)), self.topic, bootstrap, timeout_s=240, process=self.stream)
+        wait_for_checkpoint(checkpoint_path(self.root), self.topic, bootstrap, timeout_s=240, process=self.stream)
 
 
 @contextmanager
@@ -250,7 +250,7 @@ def elastic_stack(
     stack.load.start()
     try:
         wait_for_ui(port, dagster)
-        wait_for_batches(str(checkpoint_path(stack.root)), 2, stream)
+        wait_for_batches(checkpoint_path(stack.root), 2, stream)
         yield stack
     finally:
         stack.load.stop()
@@ -270,7 +270,7 @@ def assert_results_exact(spark, bootstrap: str, stack: ElasticStack) -> None:
 
     expected = batch_oracle(kafka_io.read_batch(spark, bootstrap, stack.topic))
     assert sum(expected.values()) == stack.load.sent
-    assert latest_word_counts(spark, str(results_table_path(stack.root))) == expected
+    assert latest_word_counts(spark, results_table_path(stack.root)) == expected
 
 
 def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_results(
@@ -299,7 +299,7 @@ def test_sensor_scales_out_under_a_step_up_and_in_after_a_fall_with_exact_result
         stack.drain(bootstrap)
 
     root = stack.root
-    registry = LayoutRegistry(Location.of(str(elastic_path(root))))
+    registry = LayoutRegistry(Location.of(elastic_path(root)))
     history = [registry.load(e).n_channels for e in range(registry.committed().epoch + 1)]
     assert history[0] == 1 and max(history) > 1 and history[-1] < max(history), history
     assert_results_exact(spark, bootstrap, stack)
@@ -348,6 +348,6 @@ def test_sensor_splits_the_hot_channel_of_a_zipf_load_with_exact_results(spark, 
     tags = first["tags"]
     assert tags[RESCALE_ACTION_TAG] == "split", tags
     assert "channel 0 was busy" in tags[RESCALE_REASON_TAG] and "skew" in tags[RESCALE_REASON_TAG], tags
-    registry = LayoutRegistry(Location.of(str(elastic_path(root))))
+    registry = LayoutRegistry(Location.of(elastic_path(root)))
     assert registry.load(1).n_channels == 3 and registry.load(1).channels[:2] == registry.load(0).channels
     assert_results_exact(spark, bootstrap, stack)

@@ -74,7 +74,7 @@ def test_no_listener_of_the_stack_on_a_non_loopback_address(tmp_path):
     config = tmp_path / "esp-ui.json"
     config.write_text(json.dumps({"run_dir_name": str(tmp_path / "run"), **settings}))
     bootstrap = f"127.0.0.1:{settings['kafka']['client_port']}"
-    checkpoint = checkpoint_path(tmp_path / "run" / "streams" / "wordcount")
+    checkpoint = Path(checkpoint_path(tmp_path / "run" / "streams" / "wordcount"))
     esp(config, "infra", "up")
     try:
         esp(config, "topics", "create", "words", "-p", "2")

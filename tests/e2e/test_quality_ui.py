@@ -61,9 +61,9 @@ def make_rescaled_state(root: Path) -> None:
     from elasticity.migration.registry import LayoutRegistry
     from elasticity.state import Int64Codec, Location, RocksBackend
 
-    elastic = str(elastic_path(root))
+    elastic = elastic_path(root)
     layout = LayoutRegistry(Location.of(elastic)).initialize(Layout.uniform(2))
-    backend = RocksBackend(Int64Codec(), durable=elastic, local_dir=str(local_state_path(root)))
+    backend = RocksBackend(Int64Codec(), durable=elastic, local_dir=local_state_path(root))
     for channel in layout.channels:
         with backend.open(channel).begin(0) as tx:
             for word, count in WORDS.items():
@@ -76,7 +76,7 @@ def make_rescaled_state(root: Path) -> None:
 def write_bronze(root: Path) -> None:
     """Word-count bronze rows in the stream's layout (date=/batch_id= folders)."""
     for batch, (day, lines) in enumerate(LINES.items()):
-        folder = bronze_table_path(root) / f"date={day.isoformat()}" / f"batch_id={batch}"
+        folder = Path(bronze_table_path(root)) / f"date={day.isoformat()}" / f"batch_id={batch}"
         folder.mkdir(parents=True)
         noon = dt.datetime.combine(day, dt.time(12), tzinfo=dt.UTC)
         pq.write_table(
@@ -163,9 +163,9 @@ def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
         )
         assert status is not None, "the backfill did not fill both days in time"
     for day, lines in LINES.items():
-        table = pq.read_table(daily_table_path(root) / f"date={day.isoformat()}").to_pylist()
+        table = pq.read_table(Path(daily_table_path(root)) / f"date={day.isoformat()}").to_pylist()
         assert {r["word"]: r["count"] for r in table} == dict(Counter(w for line in lines for w in line.split()))
 
 
 def _done(root: Path) -> bool:
-    return all((daily_table_path(root) / f"date={d.isoformat()}").is_dir() for d in DAYS)
+    return all((Path(daily_table_path(root)) / f"date={d.isoformat()}").is_dir() for d in DAYS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_stream_asset_observes_and_stops_cleanly(tmp_path, bootstrap, topic_fact
         stop_load.set()
         loader.join(timeout=10)
 
-    checkpoint = checkpoint_path(tmp_path / "run" / "streams" / "wordcount")
+    checkpoint = Path(checkpoint_path(tmp_path / "run" / "streams" / "wordcount"))
     commits = {int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")}
     offsets = {int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")}
     # Stopped between batches: every planned batch but at most the one refused at its start is committed.

@@ -49,8 +49,10 @@ def wait_for_checkpoint(
 
 
 def committed_batches(checkpoint: str) -> int:
-    commits = Path(checkpoint) / "commits"
-    return len(list(commits.glob("[0-9]*"))) if commits.is_dir() else 0
+    from elasticity.state import Location
+    from pipelines.streams.metrics import checkpoint_batch_ids
+
+    return len(checkpoint_batch_ids(Location.of(checkpoint).child("commits")))
 
 
 def config_for(tmp_path: Path, bootstrap: str) -> Path:
@@ -68,13 +70,15 @@ def config_for(tmp_path: Path, bootstrap: str) -> Path:
     return path
 
 
-def start_stream(config: Path, log: Path, *args: str) -> subprocess.Popen:
+def start_stream(config: Path, log: Path, *args: str, cwd: Path | None = None) -> subprocess.Popen:
+    """`esp stream run` in its own process group (from working directory `cwd`, default this one)."""
     esp = str(Path(sys.executable).parent / "esp")
     return subprocess.Popen(
         [esp, "stream", "run", "--config", str(config), *args],
         stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        cwd=cwd,
     )
 
 

@@ -87,13 +87,13 @@ def test_backfill_three_days_equals_an_independent_count_and_is_idempotent(spark
     from dagster import DagsterInstance
 
     root = tmp_path / "run" / "streams" / "wordcount"
-    write_bronze(spark, bronze_table_path(root))
+    write_bronze(spark, Path(bronze_table_path(root)))
     first, last = DAYS[0].isoformat(), DAYS[-1].isoformat()
 
     result = invoke_backfill("--pipeline", "wordcount", "--from", first, "--to", last, "--config", str(settings_file))
 
     assert result.exit_code == 0, result.output
-    table = daily_table_path(root)
+    table = Path(daily_table_path(root))
     for day in DAYS:
         assert daily_counts(spark, table, day) == expected_counts(day)
     assert sorted(p.name for p in table.iterdir()) == [f"date={d.isoformat()}" for d in DAYS]  # no staging left
@@ -115,7 +115,7 @@ def test_backfill_three_days_equals_an_independent_count_and_is_idempotent(spark
 
 
 def test_a_range_without_data_is_refused_with_a_clear_message(spark, settings_file, tmp_path):
-    write_bronze(spark, bronze_table_path(tmp_path / "run" / "streams" / "wordcount"))
+    write_bronze(spark, Path(bronze_table_path(tmp_path / "run" / "streams" / "wordcount")))
     quiet = (TODAY - dt.timedelta(days=30)).isoformat()
 
     result = invoke_backfill("--pipeline", "wordcount", "--from", quiet, "--to", quiet, "--config", str(settings_file))

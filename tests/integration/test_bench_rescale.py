@@ -4,6 +4,7 @@ against the oracle, the figures and outputs are produced — and the check catch
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +51,7 @@ def test_both_systems_rescale_and_equal_the_oracle(tiny_run):
     assert 0 < esp["keys_moved"] < 1500 and esp["bytes_moved"] > 0
     assert size["ideal_fraction"] == pytest.approx(0.25)
     assert set(esp["phase_ms"]) >= {"donate", "vertical_barrier", "collect", "commit"}
-    assert state_partitions(str(checkpoint_path(workdir / native["topic"]))) == 4
+    assert state_partitions(checkpoint_path(workdir / native["topic"])) == 4
     assert native["state_rows_rewritten"] in (None, 1500)
 
 
@@ -59,7 +60,7 @@ def test_the_correctness_check_fails_on_a_wrong_count(tiny_run, spark, bootstrap
 
     results, _, workdir = tiny_run
     topic = results["details"][0]["esp"]["topic"]
-    table = results_table_path(workdir / topic)
+    table = Path(results_table_path(workdir / topic))
     assert check_results(spark, str(table), bootstrap, topic).ok
     # A later batch that reports one word's count off by one, and one word never seen.
     spark.createDataFrame(

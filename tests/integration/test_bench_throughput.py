@@ -50,4 +50,4 @@ def test_throughput_harness_runs_every_system_and_checks_them(spark, bootstrap, 
 
 
 def _bronze(root: Path) -> list[Path]:
-    return list(bronze_table_path(root).rglob("*.parquet"))
+    return list(Path(bronze_table_path(root)).rglob("*.parquet"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -24,13 +25,13 @@ def test_a_removed_checkpoint_is_refused(bootstrap, topic_factory, tmp_path):
     args += ["--channels", "2", "--trigger", "0.2", "--max-offsets", "500"]
     process = start_stream(config, log, *args)
     try:
-        wait_for_checkpoint(str(checkpoint_path(root)), topic, bootstrap, process=process)
+        wait_for_checkpoint(checkpoint_path(root), topic, bootstrap, process=process)
     finally:
         kill_group(process, signal.SIGTERM)
 
-    shutil.rmtree(checkpoint_path(root))
+    shutil.rmtree(Path(checkpoint_path(root)))
     process = start_stream(config, log, *args)
     assert process.wait(timeout=180) != 0
     output = log.read_text()
     assert "knows no batch" in output and "Restore the checkpoint" in output, output[-3000:]
-    assert not checkpoint_path(root).exists() or not any((checkpoint_path(root) / "commits").glob("[0-9]*"))
+    assert not Path(checkpoint_path(root)).exists() or not any((Path(checkpoint_path(root)) / "commits").glob("[0-9]*"))

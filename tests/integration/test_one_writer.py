@@ -27,7 +27,7 @@ def test_a_second_driver_is_refused_and_the_first_keeps_running(bootstrap, topic
     first = start_stream(config, tmp_path / "first.log", *_args(topic, root), "--trigger", "0.5")
     try:
         deadline = time.monotonic() + 180
-        while committed_batches(str(checkpoint_path(root))) < 1:
+        while committed_batches(checkpoint_path(root)) < 1:
             assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()[-2000:]
             time.sleep(0.5)
         # The second driver's Spark master cannot start: it must be refused before it tries.
@@ -39,10 +39,10 @@ def test_a_second_driver_is_refused_and_the_first_keeps_running(bootstrap, topic
         assert second.wait(timeout=180) != 0
         refusal = (tmp_path / "second.log").read_text()
         assert f"held by pid {first.pid}" in refusal and "stream driver of one-writer" in refusal, refusal[-2000:]
-        before = committed_batches(str(checkpoint_path(root)))
+        before = committed_batches(checkpoint_path(root))
         produce(bootstrap, topic, [f"after {i}" for i in range(100)])
         deadline = time.monotonic() + 120
-        while committed_batches(str(checkpoint_path(root))) <= before:
+        while committed_batches(checkpoint_path(root)) <= before:
             assert first.poll() is None and time.monotonic() < deadline, "the first driver stopped"
             time.sleep(0.5)
     finally:
@@ -52,7 +52,7 @@ def test_a_second_driver_is_refused_and_the_first_keeps_running(bootstrap, topic
 def test_a_stream_start_is_refused_while_an_offline_rescale_holds_it(bootstrap, topic_factory, tmp_path):
     topic = topic_factory("one-writer-offline", partitions=2)
     config, root = config_for(tmp_path, bootstrap), tmp_path / "stream"
-    lease = acquire(str(elastic_path(root)), "offline rescale of one-writer")
+    lease = acquire(elastic_path(root), "offline rescale of one-writer")
     assert lease is not None
     try:
         driver = start_stream(config, tmp_path / "driver.log", *_args(topic, root))

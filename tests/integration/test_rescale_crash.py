@@ -56,7 +56,7 @@ def _channels_holding(elastic: Path, batch_id: int) -> list[int]:
 
 def _kill_after_a_channel_committed(process: subprocess.Popen, root: Path, timeout_s: float = 180) -> int:
     """SIGKILL the stream once a batch is begun, held by a channel, and not committed by Spark."""
-    checkpoint, elastic = checkpoint_path(root), elastic_path(root)
+    checkpoint, elastic = Path(checkpoint_path(root)), Path(elastic_path(root))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, "the stream exited early"
@@ -78,11 +78,11 @@ def _request_while_stopped(config: Path, root: Path, *target: str) -> None:
         text=True,
     )
     assert done.returncode != 0 and "did not answer" in done.stdout + done.stderr, done.stdout + done.stderr
-    assert (control_path(root) / "rescale-request.json").exists()
+    assert (Path(control_path(root)) / "rescale-request.json").exists()
 
 
 def _wait_for_answer(root: Path, process: subprocess.Popen, timeout_s: float = 180) -> RescaleResult:
-    control = control_path(root)
+    control = Path(control_path(root))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, "the stream exited"
@@ -126,12 +126,12 @@ def test_a_request_waiting_through_a_mid_batch_crash_waits_for_the_replay(spark,
 
     process = start_stream(config, log, *args)
     try:
-        wait_for_checkpoint(str(checkpoint_path(root)), topic, bootstrap, timeout_s=300, process=process)
+        wait_for_checkpoint(checkpoint_path(root), topic, bootstrap, timeout_s=300, process=process)
     finally:
         kill_group(process, signal.SIGTERM)
 
     assert [a.status for a in answers] == ["committed"] * 3, answers
-    streamed = latest_word_counts(spark, str(results_table_path(root)))
+    streamed = latest_word_counts(spark, results_table_path(root))
     oracle = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
     wrong = {w: (streamed.get(w), n) for w, n in oracle.items() if streamed.get(w) != n}
     assert not wrong, f"{len(wrong)} of {len(oracle)} words wrong, e.g. {list(wrong.items())[:5]}"

@@ -66,7 +66,7 @@ def _results_for(root: Path, token: str) -> list[RescaleResult]:
     """The stream's answers (`RescaleResult`) to requests whose reason carries `token`."""
     from pipelines.streams.control import ControlChannel
 
-    channel = ControlChannel(str(control_path(root)))
+    channel = ControlChannel(control_path(root))
     names = [n for n in channel.location.names() if n.startswith("result-") and n.endswith(".json")]
     answers = [channel.result(n.removeprefix("result-").removesuffix(".json")) for n in names]
     return [a for a in answers if a is not None and token in a.reason]
@@ -76,7 +76,7 @@ def _committed_layout(root: Path) -> Layout:
     from elasticity.migration import LayoutRegistry
     from elasticity.state import Location
 
-    return LayoutRegistry(Location.of(str(elastic_path(root)))).committed()
+    return LayoutRegistry(Location.of(elastic_path(root))).committed()
 
 
 def _resize_and_check(room: ControlRoom, root: Path, channels: int, timeout_s: float = 180) -> str:
@@ -110,13 +110,13 @@ def test_a_resize_run_whose_dagster_part_is_killed_rescales_once_and_the_room_re
         room.start()  # while the stream starts: both are slow on two cores
         _stop_elasticity_sensor(room)
         produce(bootstrap, topic, [f"alpha beta gamma w{i}" for i in range(300)])
-        _wait_for("the stream's first batch", lambda: committed_batches(str(checkpoint_path(root))) > 0, 180)
+        _wait_for("the stream's first batch", lambda: committed_batches(checkpoint_path(root)) > 0, 180)
 
         # In flight: the run has handed its request to the stream and waits for the answer.
         token = f"test-soak-dagster-{uuid.uuid4().hex[:8]}"
         run_id = room.launch_resize({"op": "scale_to", "channels": 3}, token)
         # The stream answers within a batch or two: look often, so the kill lands before the answer.
-        request = control_path(root) / REQUEST
+        request = Path(control_path(root)) / REQUEST
         _wait_for(f"resize run {run_id} handing its request over", request.exists, 150, poll_s=0.02)
         killed = room.kill_code_server() if part == "code_server" else room.kill_daemon()
         assert killed is not None, f"no {part} to kill"

@@ -6,6 +6,7 @@ import json
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -52,7 +53,7 @@ def _wordcount_check(spark, bootstrap, topic, root) -> dict:
     from pipelines.jobs.wordcount import batch_oracle
     from tests.results import latest_word_counts
 
-    counts = latest_word_counts(spark, str(results_table_path(root)))
+    counts = latest_word_counts(spark, results_table_path(root))
     assert not any(word.startswith("__probe") for word in counts)
     return {"streamed": counts, "oracle": batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))}
 
@@ -62,10 +63,10 @@ def _adclicks_check(spark, bootstrap, topic, root) -> dict:
     from pipelines.jobs.adclicks import batch_oracle
     from pipelines.streams.results import latest_rows
 
-    rows = latest_rows(spark, str(results_table_path(root)), ["campaign_id", "window_start"]).collect()
+    rows = latest_rows(spark, results_table_path(root), ["campaign_id", "window_start"]).collect()
     counted = Counter({(r.campaign_id, int(r.window_start.timestamp() * 1000)): r["count"] for r in rows})
-    if late_table_path(root).exists():
-        for r in spark.read.parquet(str(late_table_path(root))).collect():
+    if Path(late_table_path(root)).exists():
+        for r in spark.read.parquet(late_table_path(root)).collect():
             counted[(r.campaign_id, r.window_start_ms)] += r.n
     return {"streamed": dict(counted), "oracle": batch_oracle(kafka_io.read_batch(spark, bootstrap, topic), WINDOW_S)}
 
@@ -93,7 +94,7 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, boots
     produce(bootstrap, topic, make_records(initial))
     config = config_for(tmp_path, bootstrap)
     root = tmp_path / "stream"
-    checkpoint = str(checkpoint_path(root))
+    checkpoint = checkpoint_path(root)
     name = f"crash-{job}"
     args = [
         "--name",

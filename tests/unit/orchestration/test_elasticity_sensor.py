@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, build_sensor_context, validate_run_config
@@ -182,7 +183,7 @@ def test_the_stream_policy_file_overrides_the_default(settings, instance):
 )
 def test_a_malformed_policy_file_is_skipped_with_its_problem_named(settings, instance, text, problem):
     spec = stream_spec(settings.load(), ENTRY)
-    policy_file = write_policy(spec.control_dir, ElasticityPolicy())
+    policy_file = Path(write_policy(spec.control_dir, ElasticityPolicy()))
     policy_file.write_bytes(text)
     stream = FakeStream(channels=(0, 1)).run(10, 400, 12.0)
     message = Harness(stream, settings, instance).tick().skip_reason.skip_message

@@ -5,6 +5,7 @@ can be switched off; split/merge and the cooldown reach the controller."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, materialize
@@ -57,10 +58,10 @@ def test_changes_merge_into_the_override_file_and_reset_drops_them(tmp_path):
 
 def test_an_invalid_change_is_refused_and_changes_nothing(tmp_path):
     change_policy(tmp_path, {"max_channels": 4}, DEFAULT)
-    before = policy_path(tmp_path).read_text()
+    before = Path(policy_path(tmp_path)).read_text()
     with pytest.raises(PolicyFileError, match="min_channels 6 > max_channels 4; nothing changed"):
         change_policy(tmp_path, {"min_channels": 6}, DEFAULT)
-    assert policy_path(tmp_path).read_text() == before
+    assert Path(policy_path(tmp_path)).read_text() == before
 
 
 def test_the_policy_job_records_the_change_as_a_materialization(settings, instance):
@@ -71,7 +72,7 @@ def test_the_policy_job_records_the_change_as_a_materialization(settings, instan
     assert metadata["split_merge"].value is False
     assert metadata["changed"].value == {"slo_s": 20.0, "split_merge": False}
     control_dir = stream_spec(settings.load(), ENTRY).control_dir
-    assert json.loads(policy_path(control_dir).read_text()) == {"slo_s": 20.0, "split_merge": False}
+    assert json.loads(Path(policy_path(control_dir)).read_text()) == {"slo_s": 20.0, "split_merge": False}
 
 
 @pytest.mark.parametrize(
@@ -88,7 +89,7 @@ def test_a_bad_value_fails_the_run_with_a_clear_error(settings, instance, config
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert failure.step_failure_data.user_failure_data.description.startswith("the policy change is invalid: ")
     assert message in failure.step_failure_data.user_failure_data.description
-    assert not policy_path(stream_spec(settings.load(), ENTRY).control_dir).exists()
+    assert not Path(policy_path(stream_spec(settings.load(), ENTRY).control_dir)).exists()
 
 
 def _sensor_ticks(settings, instance, stream: FakeStream, step, limit: int):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_a_chain_of_straddling_batches_joins_all_its_days():
 
 
 def make_bronze(root, layout: dict[str, list[int]]):
-    bronze = bronze_table_path(root)
+    bronze = Path(bronze_table_path(root))
     for day, batches in layout.items():
         for b in batches:
             (bronze / f"date={day}" / f"batch_id={b}").mkdir(parents=True)
