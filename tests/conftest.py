@@ -14,6 +14,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 
+@pytest.fixture(autouse=True)
+def _no_stream_outlives_its_test():
+    """A stream process a failed test left running is killed before the next test starts."""
+    yield
+    from tests.integration.streams import kill_leftover_streams
+
+    kill_leftover_streams()
+
+
 @pytest.fixture(scope="session")
 def esp_settings():
     from pipelines.settings import EspSettings, SparkSettings

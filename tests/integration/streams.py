@@ -70,16 +70,37 @@ def config_for(tmp_path: Path, bootstrap: str) -> Path:
     return path
 
 
+_STARTED: list[subprocess.Popen] = []
+"""Every stream a test started, so one a failed assertion left running is killed after the test."""
+
+
 def start_stream(config: Path, log: Path, *args: str, cwd: Path | None = None) -> subprocess.Popen:
     """`esp stream run` in its own process group (from working directory `cwd`, default this one)."""
     esp = str(Path(sys.executable).parent / "esp")
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [esp, "stream", "run", "--config", str(config), *args],
         stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
         cwd=cwd,
     )
+    _STARTED.append(process)
+    return process
+
+
+def kill_leftover_streams() -> int:
+    """SIGKILL the process group of every stream started here that is still running; how many.
+
+    A test that fails between starting a stream and stopping it would otherwise leave the driver,
+    its Spark JVM and Python workers running for the rest of the session (seen: a crash test's
+    stream still consuming CPU minutes after its test failed)."""
+    killed = 0
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            kill_group(process)
+            killed += 1
+    return killed
 
 
 def kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL, timeout_s: float = 60) -> None:
