@@ -26,7 +26,14 @@ from elasticity.control import Decision
 from elasticity.layout import HashRange, Layout, diff, ideal_moved_fraction, moved_space_fraction
 from orchestration.elasticity.collector import ChannelMap
 from orchestration.plots import publish_png
-from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, RescaleTarget, forgettable
+from pipelines.streams.control import (
+    ControlChannel,
+    RescaleRequest,
+    RescaleResult,
+    RescaleTarget,
+    forgettable,
+    written_at,
+)
 from pipelines.streams.files import StreamFiles
 from pipelines.streams.spec import StreamSpec
 
@@ -237,6 +244,18 @@ def forget_old_plots(folder: str, keep: int = KEEP_PLOTS) -> None:
     plots = Location.of(folder)
     for name in forgettable(plots, "", ".png", keep, min_age_s=0.0):
         plots.delete_file(name)
+
+
+def forget_plots_written_before(folder: str, cutoff_s: float) -> list[str]:
+    """Delete the plots of a stream's control folder written before `cutoff_s` (epoch seconds):
+    run retention calls it with its own cutoff, so a plot lives as long as the run that drew it."""
+    from elasticity.state import Location
+
+    plots = Location.of(folder)
+    old = [name for name, written in written_at(plots).items() if name.endswith(".png") and written < cutoff_s]
+    for name in old:
+        plots.delete_file(name)
+    return old
 
 
 def result_json(result: RescaleResult) -> str:

@@ -1,6 +1,8 @@
 """Run retention: Dagster purges old schedule and sensor ticks itself (`retention:` in
 infra/dagster.yaml) but never runs and their event logs. A daily schedule launches
-`run_retention_job`, which deletes finished runs older than a configured age.
+`run_retention_job`, which deletes finished runs older than a configured age, and with them the
+share plots the resize runs drew in each stream's control folder (a plot lives as long as the run
+whose materialization shows it; the realizer also keeps at most `KEEP_PLOTS` per stream).
 
 Never deleted: a run that has not ended (queued, starting, started: the stream's long-running
 run among them), and the newest run of each stream, which its supervisor reads to decide on a
@@ -22,7 +24,9 @@ from dagster import (
 from pydantic import Field
 
 from orchestration.names import RUN_RETENTION_JOB, RUN_RETENTION_SCHEDULE, STREAM_TAG
+from orchestration.resources import EspSettingsResource
 from orchestration.schedules import utc_schedule
+from pipelines.settings import EspSettings
 
 FINISHED_STATUSES = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
 RUN_RETENTION_CRON = "45 2 * * *"
@@ -37,8 +41,7 @@ class RunRetentionConfig(Config):
 
 def delete_old_runs(instance: DagsterInstance, config: RunRetentionConfig, now: dt.datetime | None = None) -> list[str]:
     """Delete the finished runs (and their event logs) older than `config.max_age_days`; their ids."""
-    now = now or dt.datetime.now(dt.UTC)
-    cutoff = now - dt.timedelta(days=config.max_age_days)
+    cutoff = _cutoff(config, now)
     old = instance.get_runs(
         filters=RunsFilter(statuses=list(FINISHED_STATUSES), updated_before=cutoff), limit=config.max_runs
     )
@@ -50,6 +53,24 @@ def delete_old_runs(instance: DagsterInstance, config: RunRetentionConfig, now: 
             _delete_run_files(instance, run.run_id)
             deleted.append(run.run_id)
     return deleted
+
+
+def delete_old_plots(settings: EspSettings, config: RunRetentionConfig, now: dt.datetime | None = None) -> list[str]:
+    """Delete the share plots older than `config.max_age_days` of every catalogued stream; their paths."""
+    from elasticity.state import uris
+    from orchestration.elasticity.realizer import forget_plots_written_before
+    from orchestration.streams.catalog import STREAMS, stream_spec
+
+    cutoff = _cutoff(config, now).timestamp()
+    deleted = []
+    for entry in STREAMS:
+        folder = uris.join(stream_spec(settings, entry).control_dir, "plots")
+        deleted += [uris.join(folder, name) for name in forget_plots_written_before(folder, cutoff)]
+    return deleted
+
+
+def _cutoff(config: RunRetentionConfig, now: dt.datetime | None) -> dt.datetime:
+    return (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=config.max_age_days)
 
 
 def _delete_run_files(instance: DagsterInstance, run_id: str) -> None:
@@ -73,10 +94,18 @@ def _newest_stream_runs(instance: DagsterInstance) -> set[str]:
     return newest
 
 
-@op(description="Delete finished runs older than the configured age, with their event logs.")
-def delete_old_runs_op(context: OpExecutionContext, config: RunRetentionConfig) -> None:
+@op(description="Delete finished runs older than the configured age, with their event logs and share plots.")
+def delete_old_runs_op(
+    context: OpExecutionContext, config: RunRetentionConfig, esp_settings: EspSettingsResource
+) -> None:
     deleted = delete_old_runs(context.instance, config)
-    context.log.info("deleted %d finished run(s) older than %s day(s)", len(deleted), config.max_age_days)
+    plots = delete_old_plots(esp_settings.load(), config)
+    context.log.info(
+        "deleted %d finished run(s) and %d share plot(s) older than %s day(s)",
+        len(deleted),
+        len(plots),
+        config.max_age_days,
+    )
 
 
 @job(name=RUN_RETENTION_JOB, description="Delete finished Dagster runs older than a configured age.")

@@ -220,21 +220,22 @@ class ControlChannel:
         )
 
 
-def _written_at(location: Location) -> dict[str, float]:
+def written_at(location: Location) -> dict[str, float]:
+    """When each file of `location` was last written (epoch seconds), by name."""
     infos = location.fs.get_file_info(pafs.FileSelector(location.path, allow_not_found=True))
     return {i.base_name: i.mtime.timestamp() if i.mtime is not None else 0.0 for i in infos}
 
 
 def oldest_first(location: Location, prefix: str, suffix: str, written: dict[str, float] | None = None) -> list[str]:
     """Names in `location` with that prefix and suffix, oldest written first."""
-    written = _written_at(location) if written is None else written
+    written = written_at(location) if written is None else written
     names = [n for n in written if n.startswith(prefix) and n.endswith(suffix)]
     return sorted(names, key=lambda n: (written[n], n))
 
 
 def forgettable(location: Location, prefix: str, suffix: str, keep: int, min_age_s: float) -> list[str]:
     """The names `oldest_first` lists beyond the newest `keep` that were written over `min_age_s` ago."""
-    written = _written_at(location)
+    written = written_at(location)
     cutoff = time.time() - min_age_s
     names = oldest_first(location, prefix, suffix, written)
     return [name for name in names[: max(len(names) - keep, 0)] if written[name] < cutoff]

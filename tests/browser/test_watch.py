@@ -1,5 +1,6 @@
 """Watching the stack in a real browser: the asset graph of a stream with its layout, daily and
-checked assets; the stream asset's live observations; the elasticity sensor's ticks and why."""
+checked assets; the stream asset's live observations and their plots; the elasticity sensor's
+ticks and why."""
 
 from __future__ import annotations
 
@@ -67,6 +68,19 @@ def test_stream_asset_shows_live_observations_that_change(page, shoot):
         time.sleep(3)
     assert metadata_value(page, "channels") != ""
     shoot("stream-observations-later")
+
+
+PLOTTED = ("input_rows_per_s", "processed_rows_per_s", "lag_records", "probe_latency_p99_ms", "channels")
+"""The live figures the issue names (input, processed, lag, p99 latency, channels)."""
+
+
+def test_stream_asset_plots_its_observations_over_time(page, shoot):
+    # Dagster draws a chart per numeric metadata key of the asset's events on its Plots tab.
+    page.goto(f"/assets/{STREAM_ASSET}?view=plots")
+    for figure in PLOTTED:
+        expect(page.get_by_text(figure, exact=True).first).to_be_visible()
+    expect(page.locator("canvas").first).to_be_visible()
+    shoot("stream-plots")
 
 
 def test_elasticity_sensor_ticks_say_why(page, shoot, stack):

@@ -62,3 +62,29 @@ def test_a_deleted_run_leaves_neither_its_logs_nor_its_event_database(tmp_path):
         later = dt.datetime.now(dt.UTC) + dt.timedelta(days=8)
         assert delete_old_runs(instance, RunRetentionConfig(max_age_days=7), now=later) == [run_id]
         assert not any(p.exists() for p in run_files)
+
+
+def test_share_plots_older_than_the_age_go_with_their_runs_and_younger_ones_stay(tmp_path):
+    import os
+
+    from orchestration.platform.run_retention import delete_old_plots
+    from orchestration.streams.catalog import stream_spec
+    from pipelines.settings import EspSettings
+
+    settings = EspSettings(project_root=tmp_path, run_dir_name=str(tmp_path / "run"))
+    now = dt.datetime.now(dt.UTC)
+    written = {"layout-e1.png": 9.0, "layout-e2.png": 6.0, "plan-e3.png": 1.0}  # days ago
+    folders = [Path(stream_spec(settings, entry).control_dir) / "plots" for entry in STREAMS]
+    for folder in folders:
+        folder.mkdir(parents=True)
+        (folder / "notes.txt").write_text("not a plot")
+        for name, days_ago in written.items():
+            (folder / name).write_bytes(b"png")
+            stamp = (now - dt.timedelta(days=days_ago)).timestamp()
+            os.utime(folder / name, (stamp, stamp))
+
+    deleted = delete_old_plots(settings, RunRetentionConfig(max_age_days=7), now=now)
+
+    assert sorted(deleted) == sorted(str(folder / "layout-e1.png") for folder in folders)
+    for folder in folders:
+        assert sorted(p.name for p in folder.iterdir()) == ["layout-e2.png", "notes.txt", "plan-e3.png"]
