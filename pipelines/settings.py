@@ -231,10 +231,6 @@ class SparkSettings(_Strict):
     python_executable: str | None = Field(
         None, description="Python of the Spark workers; default: the driver's own interpreter."
     )
-    checksum_sidecars: bool = Field(
-        False,
-        description="Hadoop's `.crc` file beside each table file on a local disk (off: Parquet page checksums).",
-    )
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
 
 

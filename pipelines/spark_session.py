@@ -30,18 +30,6 @@ def connector_jars(jars_dir: Path) -> list[Path]:
     return jars
 
 
-PAGE_CHECKSUMS_INSTEAD_OF_SIDECARS = {
-    # Hadoop's local file system writes a hidden `.crc` file beside every file it writes: half
-    # the files of a stream's tables (a folder per batch until compaction), for a check Parquet
-    # can make inside the file. The raw local file system writes none; Parquet then checksums
-    # every page it writes and verifies them when it reads. (Spark's streaming checkpoint goes
-    # through Hadoop's FileContext, which this does not change.)
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "spark.hadoop.parquet.page.write-checksum.enabled": "true",
-    "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
-}
-
-
 def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
     """The full conf map for a session: esp's defaults, then the user's `spark.conf`."""
     conf = {
@@ -66,8 +54,6 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
     }
-    if not spark.checksum_sidecars:
-        conf.update(PAGE_CHECKSUMS_INSTEAD_OF_SIDECARS)
     conf.update(spark.conf)
     return conf
 
