@@ -19,7 +19,7 @@ help:
 	@echo "make test   install, lint (ruff, mypy) and run all tests (unit, integration on the real broker and Spark, Dagster)"
 	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
 	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
-	@echo "make test-browser  the real-browser tests of the Dagster UI alone (Chromium + Playwright; part of make test)"
+	@echo "make test-browser  the real-browser tests of the Dagster UI (Chromium + Playwright; not yet part of make test)"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
