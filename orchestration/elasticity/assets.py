@@ -156,7 +156,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
             plan = plan_rescale(current, target)
         except ValueError as error:
             raise Failure(f"cannot {describe_target(target)} from layout epoch {current.epoch}: {error}") from None
-        plots = uris.join(spec.control_dir, "plots")
+        plots = spec.plots_dir
 
         if config.dry_run:
             path = uris.join(plots, f"plan-e{plan.after.epoch}.png")

@@ -91,7 +91,7 @@ def make_dashboard_asset(entry: StreamEntry, default: ElasticityPolicy) -> Asset
             context.log.warning(str(error))
             slo_ms = default.slo_s * 1000
         samples = recent_samples(context.instance, key, config.window_s, time.time())
-        path = uris.join(spec.control_dir, "plots", "dashboard.png")
+        path = uris.join(spec.plots_dir, "dashboard.png")
         png = render_dashboard(samples, slo_ms, f"{entry.name}: last {config.window_s / 60:.0f} min", path)
         image = base64.b64encode(png).decode()
         return MaterializeResult(

@@ -64,7 +64,7 @@ def delete_old_plots(settings: EspSettings, config: RunRetentionConfig, now: dt.
     cutoff = _cutoff(config, now).timestamp()
     deleted = []
     for entry in STREAMS:
-        folder = uris.join(stream_spec(settings, entry).control_dir, "plots")
+        folder = stream_spec(settings, entry).plots_dir
         deleted += [uris.join(folder, name) for name in forget_plots_written_before(folder, cutoff)]
     return deleted
 

@@ -142,6 +142,11 @@ class StreamSpec(BaseModel):
         return names.control_path(self.folder)
 
     @property
+    def plots_dir(self) -> str:
+        """The stream's plots (rescale share plots, the dashboard), in its control folder."""
+        return uris.join(self.control_dir, "plots")
+
+    @property
     def results_topic(self) -> str:
         return names.results_topic(self.name)
 
