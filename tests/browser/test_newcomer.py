@@ -25,7 +25,7 @@ from orchestration.names import (
     stream_job_name,
 )
 from tests.browser.stack import ENDED, STREAM, Stack, wait_for
-from tests.browser.ui import launch_from_launchpad, metadata_value, switch_sensor
+from tests.browser.ui import launch_from_launchpad, metadata_value, open_skipped_tick_citing, switch_sensor
 from tests.e2e.test_elasticity_stack import sensor_ticks
 
 pytestmark = [pytest.mark.browser, pytest.mark.ends_stream, pytest.mark.timeout(1800)]
@@ -90,12 +90,7 @@ def see_the_new_slo_cited(page, shoot, stack: Stack) -> None:
             poll_s=5,
         )
         page.reload()
-        newest = page.get_by_role("cell").get_by_text("0 runs requested").first
-        expect(newest).to_be_visible()
-        newest.click()
-        dialog = page.get_by_role("dialog")
-        expect(dialog.get_by_text("Skip reason")).to_be_visible()
-        expect(dialog).to_contain_text(cited)
+        dialog = open_skipped_tick_citing(page, cited)
         shoot("newcomer-slo-cited")
         dialog.get_by_role("button", name="Close").click()
     finally:

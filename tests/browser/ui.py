@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from playwright.sync_api import Page
+from playwright.sync_api import Locator, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CHROMIUM_CANDIDATES = ("chromium", "/usr/bin/chromium", "/usr/lib/chromium/chromium")
@@ -17,6 +17,8 @@ VIEWPORT = {"width": 1440, "height": 900}
 ACTION_TIMEOUT_MS = 60_000
 GROUP_DRAWN_MS = 30_000
 """How long a collapsed group of the lineage graph may take to be drawn before it counts as open."""
+SECTION_DRAWN_MS = 15_000
+"""How long an open section of the asset overview may take to be drawn before it counts as collapsed."""
 FIRST_VISIT_DIALOG = "Join the Dagster community"
 
 
@@ -85,6 +87,16 @@ def expand_asset_groups(page: Page, groups: list[str]) -> None:
     page.reload()
 
 
+def open_overview_section(page: Page, header: str, inside: Locator) -> None:
+    """Open the asset overview's section titled `header` unless `inside` (something it holds) is
+    already shown: Dagster draws some sections collapsed and remembers the choice per browser."""
+    try:
+        inside.wait_for(timeout=SECTION_DRAWN_MS)
+    except PlaywrightTimeoutError:
+        page.get_by_text(header, exact=True).first.click()
+        inside.wait_for()
+
+
 def metadata_value(page: Page, label: str) -> str:
     """The value next to `label` in the metadata table the page shows first."""
     row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=label, exact=True)).first
@@ -120,3 +132,30 @@ def switch_sensor(page: Page, sensor: str, running: bool) -> None:
     if switch.is_checked() != running:
         page.locator("label", has=switch).click()
     expect(switch).to_be_checked(checked=running)
+
+
+SKIPPED_TICK = "0 runs requested"
+TICKS_SEARCHED = 8
+TICK_DETAILS_MS = 10_000
+
+
+def open_skipped_tick_citing(page: Page, text: str) -> Locator:
+    """Open, from a sensor page's tick history, the dialog of the newest skipped tick whose reason
+    contains `text`, and return it. The newest rows come first, but the history refreshes while it
+    is read (a new tick, or one still being evaluated, takes the top row), so a few are tried."""
+    from playwright.sync_api import expect
+
+    skipped = page.get_by_role("cell").get_by_text(SKIPPED_TICK)
+    expect(skipped.first).to_be_visible()
+    for row in range(min(skipped.count(), TICKS_SEARCHED)):
+        skipped.nth(row).click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_be_visible()
+        try:  # the dialog loads the tick's details after it opens
+            expect(dialog.get_by_text("Skip reason")).to_be_visible(timeout=TICK_DETAILS_MS)
+            expect(dialog).to_contain_text(text, timeout=TICK_DETAILS_MS)
+            return dialog
+        except AssertionError:
+            dialog.get_by_role("button", name="Close").click()
+        expect(dialog).to_have_count(0)
+    raise AssertionError(f"none of the newest {TICKS_SEARCHED} skipped ticks cites {text!r}")
