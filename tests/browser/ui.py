@@ -15,8 +15,6 @@ CHROMIUM_CANDIDATES = ("chromium", "/usr/bin/chromium", "/usr/lib/chromium/chrom
 VIEWPORT = {"width": 1440, "height": 900}
 # Generous: the webserver, the daemon, Spark and the broker share two loaded cores.
 ACTION_TIMEOUT_MS = 60_000
-GROUP_DRAWN_MS = 30_000
-"""How long a collapsed group of the lineage graph may take to be drawn before it counts as open."""
 SECTION_DRAWN_MS = 15_000
 """How long an open section of the asset overview may take to be drawn before it counts as collapsed."""
 FIRST_VISIT_DIALOG = "Join the Dagster community"
@@ -74,16 +72,22 @@ class Shooter:
 RUN_URL = re.compile(r".*/runs/(?P<run_id>[0-9a-f-]{36})")
 
 
-def expand_asset_groups(page: Page, groups: list[str]) -> None:
-    """Open the lineage graph's collapsed groups; the graph is fitted to the view only when it
-    loads, so the page is reloaded after (the open groups are remembered by the browser)."""
-    for group in groups:
-        collapsed = page.locator(f"div[data-tooltip='{group}']").first
-        try:
-            collapsed.wait_for(timeout=GROUP_DRAWN_MS)
-        except PlaywrightTimeoutError:
-            continue  # drawn open (the assertions on its assets follow)
-        collapsed.click()
+def expand_asset_groups(page: Page, any_group: str) -> None:
+    """Open every group of the lineage graph with its own settings menu ("Expand all groups", which
+    says "Collapse all groups" while any group is open), then reload: the graph is fitted to the
+    view only when it loads (the open groups are remembered by the browser). Clicking the groups one
+    by one misses some: each click lays the graph out again and moves the others."""
+    from playwright.sync_api import expect
+
+    page.locator(f"div[data-tooltip='{any_group}']").first.wait_for()  # the graph is drawn
+    for _attempt in range(2):  # a collapse first when some group is open
+        page.get_by_role("button", name="settings", exact=True).click()
+        item = page.get_by_role("menuitem", name=re.compile("(Expand|Collapse) all groups"))
+        expect(item).to_be_visible()
+        expanding = "Expand" in item.inner_text()
+        item.click()
+        if expanding:
+            break
     page.reload()
 
 
@@ -145,7 +149,8 @@ def open_skipped_tick_citing(page: Page, text: str) -> Locator:
     is read (a new tick, or one still being evaluated, takes the top row), so a few are tried."""
     from playwright.sync_api import expect
 
-    skipped = page.get_by_role("cell").get_by_text(SKIPPED_TICK)
+    # The button of a tick history row (the sensor's "Latest tick" cell says the same, as text).
+    skipped = page.get_by_role("cell").get_by_role("button", name=SKIPPED_TICK)
     expect(skipped.first).to_be_visible()
     for row in range(min(skipped.count(), TICKS_SEARCHED)):
         skipped.nth(row).click()
