@@ -59,7 +59,8 @@ class Shooter:
         dismiss_dialogs(self.page)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{len(self.taken) + 1:02d}-{name}.png"
-        self.page.screenshot(path=str(path), full_page=full_page)
+        # Transitions finished, not caught halfway (a dialog fading in is half transparent).
+        self.page.screenshot(path=str(path), full_page=full_page, animations="disabled")
         self.taken.append(path)
         if self.sink is not None:
             self.sink.mkdir(parents=True, exist_ok=True)
