@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite in one pytest run (unit, integration, e2e) but the `long` suites
-# (`make test-long`) and, for now, the real-browser tests (`make test-browser`: in the clean-clone
-# run of 2026-11-25 three of its eight failed, see the README); benchmarks are separate.
+# (`make test-long`) and, for now, the real-browser tests (`make test-browser`: all eight pass, but
+# with them the run would take ~43 minutes on the 2-core machine, past its 40; see the README);
+# benchmarks are separate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dirs=()

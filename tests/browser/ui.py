@@ -8,7 +8,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page
+from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CHROMIUM_CANDIDATES = ("chromium", "/usr/bin/chromium", "/usr/lib/chromium/chromium")
@@ -78,8 +78,6 @@ def expand_asset_groups(page: Page, any_group: str) -> None:
     says "Collapse all groups" while any group is open), then reload: the graph is fitted to the
     view only when it loads (the open groups are remembered by the browser). Clicking the groups one
     by one misses some: each click lays the graph out again and moves the others."""
-    from playwright.sync_api import expect
-
     page.locator(f"div[data-tooltip='{any_group}']").first.wait_for()  # the graph is drawn
     for _attempt in range(2):  # a collapse first when some group is open
         page.get_by_role("button", name="settings", exact=True).click()
@@ -128,8 +126,6 @@ def launch_from_launchpad(page: Page, job: str, run_config_yaml: str) -> str:
 
 def switch_sensor(page: Page, sensor: str, running: bool) -> None:
     """Turn a sensor on or off with the `Running` switch on its page (the page stays open)."""
-    from playwright.sync_api import expect
-
     if f"/sensors/{sensor}" not in page.url:
         page.goto(f"/locations/esp/sensors/{sensor}")
     switch = page.get_by_role("checkbox")  # the page's one checkbox, drawn as a switch
@@ -148,8 +144,6 @@ def open_skipped_tick_citing(page: Page, text: str) -> Locator:
     """Open, from a sensor page's tick history, the dialog of the newest skipped tick whose reason
     contains `text`, and return it. The newest rows come first, but the history refreshes while it
     is read (a new tick, or one still being evaluated, takes the top row), so a few are tried."""
-    from playwright.sync_api import expect
-
     # The button of a tick history row (the sensor's "Latest tick" cell says the same, as text).
     skipped = page.get_by_role("cell").get_by_role("button", name=SKIPPED_TICK)
     expect(skipped.first).to_be_visible()
