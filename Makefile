@@ -16,10 +16,10 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
-	@echo "make test   install, lint (ruff, mypy) and run all tests (unit, integration on the real broker and Spark, Dagster)"
+	@echo "make test   install, lint (ruff, mypy) and run all tests (unit, integration on the real broker and Spark, Dagster, the UI in Chromium)"
 	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
 	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
-	@echo "make test-browser  the real-browser tests of the Dagster UI (Chromium + Playwright; not yet part of make test)"
+	@echo "make test-browser  only the real-browser tests of the Dagster UI (Chromium + Playwright; make test runs them too)"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"

@@ -12,6 +12,7 @@ from dagster import (
 )
 
 from orchestration.backfills.targets import DAILY_PARTITIONS
+from orchestration.executors import SHORT_JOB_EXECUTOR
 from orchestration.names import BACKFILL_TAG, DAILY_RECOMPUTE_JOB, NIGHTLY_BACKFILL_SCHEDULE
 
 NIGHTLY_CRON = "15 1 * * *"
@@ -24,6 +25,7 @@ def daily_recompute_job(daily_assets: list):  # -> dagster's unresolved asset jo
         partitions_def=DAILY_PARTITIONS,
         description="Recompute the daily batch tables of every pipeline for one day.",
         tags={BACKFILL_TAG: "scheduled"},
+        executor_def=SHORT_JOB_EXECUTOR,
     )
 
 

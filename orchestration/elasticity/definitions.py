@@ -13,6 +13,7 @@ from orchestration.elasticity.assets import make_layout_asset
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.policy_asset import make_policy_asset
 from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S, make_elasticity_sensor
+from orchestration.executors import SHORT_JOB_EXECUTOR
 from orchestration.names import (
     MAX_RUNTIME_TAG,
     RESCALE_TAG,
@@ -40,10 +41,15 @@ def elasticity_definitions(
         # A resize run whose process died (its code server or the daemon killed) would stay STARTED
         # and hold the concurrency slot forever: Dagster's run monitoring fails it after the limit.
         tags = {RESCALE_TAG: entry.name, MAX_RUNTIME_TAG: str(RESIZE_MAX_RUNTIME_S)}
-        job = define_asset_job(resize_job_name(entry.name), selection=[layout], tags=tags)
+        job = define_asset_job(
+            resize_job_name(entry.name), selection=[layout], tags=tags, executor_def=SHORT_JOB_EXECUTOR
+        )
         policy_asset = make_policy_asset(entry, default)
         assets += [layout, policy_asset]
-        jobs += [job, define_asset_job(policy_job_name(entry.name), selection=[policy_asset])]
+        jobs += [
+            job,
+            define_asset_job(policy_job_name(entry.name), selection=[policy_asset], executor_def=SHORT_JOB_EXECUTOR),
+        ]
         sensors.append(make_elasticity_sensor(entry, job.name, interval_s, default, default_status, source))
     return Definitions(assets=assets, jobs=jobs, sensors=sensors)
 

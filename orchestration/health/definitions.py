@@ -12,6 +12,7 @@ from dagster import AssetSelection, AssetSpec, Definitions, define_asset_job
 
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S
+from orchestration.executors import SHORT_JOB_EXECUTOR
 from orchestration.health.alerts import make_run_failure_sensor
 from orchestration.health.checks import (
     DEFAULT_STALE_AFTER_S,
@@ -53,6 +54,7 @@ def health_definitions(
         HEALTH_JOB,
         selection=AssetSelection.assets(*dashboards) | AssetSelection.checks(*checks, *fresh),
         description="Render each stream's dashboard; run its SLO, dead-letter rate and freshness checks.",
+        executor_def=SHORT_JOB_EXECUTOR,
     )
     schedule = utc_schedule(HEALTH_SCHEDULE, job, HEALTH_CRON, "Every stream's dashboard and health checks.")
     return Definitions(

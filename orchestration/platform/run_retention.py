@@ -23,6 +23,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from orchestration.executors import SHORT_JOB_EXECUTOR
 from orchestration.names import RUN_RETENTION_JOB, RUN_RETENTION_SCHEDULE, STREAM_TAG
 from orchestration.resources import EspSettingsResource
 from orchestration.schedules import utc_schedule
@@ -108,7 +109,11 @@ def delete_old_runs_op(
     )
 
 
-@job(name=RUN_RETENTION_JOB, description="Delete finished Dagster runs older than a configured age.")
+@job(
+    name=RUN_RETENTION_JOB,
+    description="Delete finished Dagster runs older than a configured age.",
+    executor_def=SHORT_JOB_EXECUTOR,
+)
 def run_retention_job() -> None:
     delete_old_runs_op()
 

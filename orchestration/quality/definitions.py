@@ -6,6 +6,7 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 from orchestration.backfills.definitions import defs as backfill_defs
 from orchestration.backfills.targets import pipelines
+from orchestration.executors import SHORT_JOB_EXECUTOR
 from orchestration.names import VALIDATION_JOB, VALIDATION_SCHEDULE, VALIDATION_TAG
 from orchestration.quality.checks import pipeline_checks, table_assets
 from orchestration.quality.gx_validation import GreatExpectationsResource
@@ -23,6 +24,7 @@ def _quality_definitions() -> Definitions:
         selection=AssetSelection.checks(*checks),
         description="Run every data-quality check: GX suites, reconciliation, dead letters, state.",
         tags={VALIDATION_TAG: "true"},
+        executor_def=SHORT_JOB_EXECUTOR,
     )
     schedule = utc_schedule(
         VALIDATION_SCHEDULE, validation_job, VALIDATION_CRON, "Nightly validation run (all asset checks)."

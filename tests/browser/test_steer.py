@@ -22,9 +22,9 @@ from orchestration.names import (
     resize_job_name,
 )
 from pipelines.streams.names import daily_table_path, elastic_path
+from tests.browser.bronze import DAYS, LINES, write_bronze
 from tests.browser.stack import ENDED, STREAM, Stack, wait_for
 from tests.browser.ui import launch_from_launchpad, metadata_value
-from tests.e2e.test_quality_ui import DAYS, LINES, write_bronze
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(2400)]  # runs start slowly on a loaded machine
 

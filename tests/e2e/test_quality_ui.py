@@ -1,16 +1,13 @@
 """Through the real webserver + daemon (`esp ui`) and its GraphQL API: the schedules and asset
-checks are listed; the post-rescale state check runs as a launched run and reports GX metadata;
-a partition backfill of the daily word counts launched like the UI does fills two days."""
+checks are listed; the post-rescale state check runs as a launched run and reports GX metadata.
+
+The partition backfill of two days launched from the UI is the browser test's
+(tests/browser/test_steer.py)."""
 
 from __future__ import annotations
 
-import datetime as dt
-import time
-from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from orchestration.names import (
@@ -22,19 +19,15 @@ from orchestration.names import (
     STATE_AFTER_RESCALE_CHECK,
     VALIDATION_JOB,
     VALIDATION_SCHEDULE,
-    daily_counts_asset_key,
     dead_letters_asset_key,
     layout_asset_key,
     results_asset_key,
 )
-from pipelines.streams.names import bronze_table_path, daily_table_path, elastic_path, local_state_path
+from pipelines.streams.names import elastic_path, local_state_path
 from tests.e2e.dagster_ui import graphql, running_ui, wait_for_status
 
 pytestmark = pytest.mark.e2e
 
-TODAY = dt.datetime.now(dt.UTC).date()
-DAYS = [TODAY - dt.timedelta(days=n) for n in (2, 1)]
-LINES = {DAYS[0]: ["a b a", "c"], DAYS[1]: ["b b", "d e"]}
 WORDS = {f"w{i}": i + 1 for i in range(50)}
 
 REPOSITORIES = """{ repositoriesOrError { ... on RepositoryConnection { nodes {
@@ -47,10 +40,6 @@ CHECK_EXECUTIONS = """query($key: AssetKeyInput!, $name: String!) {
   assetCheckExecutions(assetKey: $key, checkName: $name, limit: 1) {
     runId status evaluation { success metadataEntries { label
       ... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue } } } } }"""
-BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) {
-  ... on PartitionBackfill { status } } }"""
 
 
 def make_rescaled_state(root: Path) -> None:
@@ -73,39 +62,9 @@ def make_rescaled_state(root: Path) -> None:
     backend.close()
 
 
-def write_bronze(root: Path) -> None:
-    """Word-count bronze rows in the stream's layout (date=/batch_id= folders)."""
-    for batch, (day, lines) in enumerate(LINES.items()):
-        folder = Path(bronze_table_path(root)) / f"date={day.isoformat()}" / f"batch_id={batch}"
-        folder.mkdir(parents=True)
-        noon = dt.datetime.combine(day, dt.time(12), tzinfo=dt.UTC)
-        pq.write_table(
-            pa.table(
-                {
-                    "line": lines,
-                    "topic": ["words"] * len(lines),
-                    "partition": pa.array([0] * len(lines), pa.int32()),
-                    "offset": pa.array(range(len(lines)), pa.int64()),
-                    "timestamp": pa.array([noon] * len(lines), pa.timestamp("us", "UTC")),
-                }
-            ),
-            folder / "part-00000.parquet",
-        )
-
-
-def poll(fn, timeout_s: float = 480):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fn()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(2)
-
-
-def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
+def test_quality_schedules_checks_and_the_state_check_run(tmp_path):
     root = tmp_path / "run" / "streams" / "wordcount"
     make_rescaled_state(root)
-    write_bronze(root)
     spark = {"master": "local[1]", "ui_enabled": False, "shuffle_partitions": 2}
     with running_ui(tmp_path, {"spark": spark}) as port:
         schedules = {
@@ -145,27 +104,3 @@ def test_quality_schedules_checks_state_run_and_ui_backfill(tmp_path):
         assert evaluation["success"] is True
         assert metadata["keys"] == len(WORDS) and metadata["sum_of_counts"] == sum(WORDS.values())
         assert metadata["layout_epoch"] == 1 and metadata["gx_success_percent"] == 100.0
-
-        # A partition backfill over two days, as launched from the asset's page.
-        params = {
-            "partitionNames": [d.isoformat() for d in DAYS],
-            "assetSelection": [{"path": list(daily_counts_asset_key("wordcount").path)}],
-            "fromFailure": False,
-        }
-        backfill = graphql(port, BACKFILL, {"params": params})["launchPartitionBackfill"]
-        assert backfill["__typename"] == "LaunchBackfillSuccess", backfill
-        status = poll(
-            lambda: (
-                graphql(port, BACKFILL_STATUS, {"id": backfill["backfillId"]})["partitionBackfillOrError"]["status"]
-                if _done(root)
-                else None
-            )
-        )
-        assert status is not None, "the backfill did not fill both days in time"
-    for day, lines in LINES.items():
-        table = pq.read_table(Path(daily_table_path(root)) / f"date={day.isoformat()}").to_pylist()
-        assert {r["word"]: r["count"] for r in table} == dict(Counter(w for line in lines for w in line.split()))
-
-
-def _done(root: Path) -> bool:
-    return all((Path(daily_table_path(root)) / f"date={d.isoformat()}").is_dir() for d in DAYS)

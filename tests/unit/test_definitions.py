@@ -70,3 +70,28 @@ def test_instance_config_purges_old_ticks(tmp_path):
         assert settings_by_status[TickStatus.SUCCESS] == 7
     finally:
         instance.dispose()
+
+
+def test_short_jobs_run_their_steps_in_the_run_process_and_streams_keep_a_process_per_step():
+    # A process per step (Dagster's default) costs 15–60 s per step on 2 cores: the post-rescale
+    # check alone doubled a resize run's time. The stream's run keeps it: a terminated run must
+    # interrupt the step's own process.
+    from orchestration.definitions import defs
+    from orchestration.executors import SHORT_JOB_EXECUTOR
+    from orchestration.names import (
+        DAILY_RECOMPUTE_JOB,
+        HEALTH_JOB,
+        RUN_RETENTION_JOB,
+        VALIDATION_JOB,
+        policy_job_name,
+        resize_job_name,
+        stream_job_name,
+    )
+    from orchestration.streams.catalog import STREAMS
+
+    short = [DAILY_RECOMPUTE_JOB, HEALTH_JOB, RUN_RETENTION_JOB, VALIDATION_JOB]
+    short += [name(entry.name) for entry in STREAMS for name in (resize_job_name, policy_job_name)]
+    for name in short:
+        assert defs.resolve_job_def(name).executor_def is SHORT_JOB_EXECUTOR, name
+    for entry in STREAMS:
+        assert defs.resolve_job_def(stream_job_name(entry.name)).executor_def is not SHORT_JOB_EXECUTOR
