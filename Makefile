@@ -75,7 +75,7 @@ test-browser: install jars chromium
 test-long: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m long $(PYTEST_ARGS)
 
-# The long soak: not part of `make test` (a 2-minute one is); SOAK_MINUTES and SOAK_SEED override.
+# The long soak: not part of `make test` (a 90-second one is); SOAK_MINUTES and SOAK_SEED override.
 SOAK_MINUTES ?= 30
 SOAK_SEED ?= 7
 soak: install jars

@@ -49,6 +49,16 @@ class AdmissionOptions(BaseModel):
     )
     min_cap_records: int = Field(100, ge=1, description="The cap never goes below this many records per batch.")
 
+    @classmethod
+    def from_watermarks(cls, high_s: float | None, low_s: float | None = None) -> AdmissionOptions | None:
+        """Options from the two watermarks a user sets (None: admission off); the low one defaults
+        to 0.4 × the high one. A low watermark without a high one is refused (ValueError)."""
+        if high_s is None:
+            if low_s is not None:
+                raise ValueError("a low watermark without a high one: set the high watermark to turn admission on")
+            return None
+        return cls(high_watermark_s=high_s, low_watermark_s=low_s if low_s is not None else 0.4 * high_s)
+
     @model_validator(mode="after")
     def _watermarks(self) -> AdmissionOptions:
         if self.low_watermark_s >= self.high_watermark_s:

@@ -534,7 +534,7 @@ class ScalingController:
         target, why_not = self._scale_in_target(state, ev, level)
         if target is not None:
             capacity = state.channel_capacity_rps
-            fit = (
+            fit = why_not or (  # on success, the basis of a target not sized by the capacity estimate
                 f", estimated utilization {ev.recent_max_input_rate_rps / (target * capacity):.0%}"
                 f"{self._sized_text(state)}"
                 if capacity
@@ -568,10 +568,12 @@ class ScalingController:
 
     def _scale_in_target(self, state: ControllerState, ev: Evaluation, level: int) -> tuple[int | None, str]:
         """P2: the lowest level below the current count that (a) the capacity estimate says carries
-        the recent input under scale_in_utilization and drains the backlog (one level, Gedik's
-        probe, if no capacity is known yet) and (b) no history record on the way down shows
-        congested. After a costly rescale, only once the input held steady long enough and for a
-        saving that pays the pause back (scale_in_dwell_factor). (None, why) when nothing fits."""
+        the recent input under scale_in_utilization and drains the backlog (with no estimate yet:
+        what the lower bound surely carries, else one level, Gedik's probe, when most channels are
+        underloaded) and (b) no history record on the way down shows congested. After a costly
+        rescale, only once the input held steady long enough and for a saving that pays the pause
+        back (scale_in_dwell_factor). (None, why) when nothing fits; (target, basis) otherwise,
+        the basis "" when the capacity estimate sized it."""
         counts = self.levels.counts
         highest_below = level if counts[level] < ev.channels else level - 1
         if highest_below < 0:
@@ -602,12 +604,20 @@ class ScalingController:
                     f"{lower} channels would run at {rate / (lower * capacity):.0%} "
                     f"(> {self.options.scale_in_utilization:.0%})"
                 )
-            target = needed
+            target, basis = needed, ""
+        elif (floor_target := self._floor_target(state, ev, rate)) is not None and floor_target < ev.channels:
+            # No saturated period yet (a scale-out that landed before one was seen), but the
+            # channels demonstrably processed the lower bound each: what that carries is safe.
+            target = floor_target
+            basis = (
+                f", sized by the lower bound of {state.capacity_floor_rps:,.0f} rec/s per channel "
+                "(no saturated period measured yet)"
+            )
         elif float(np.mean(ev.underloaded)) > 0.5:
             # No capacity measured yet: Gedik's P2 would probe one level down on every tick that
             # is not congested; we probe only when eSault's underload says most channels are light,
             # so a freshly started, well-sized stage is not walked down into congestion.
-            target = counts[highest_below]
+            target, basis = counts[highest_below], ""
         else:
             return None, "no capacity measured yet and the stage is not underloaded"
         congested_on_way = [
@@ -620,7 +630,16 @@ class ScalingController:
             if above > highest_below:
                 return None, f"history shows {counts[above - 1]} channels congested"
             target = counts[above]
-        return target, ""
+        return target, basis
+
+    def _floor_target(self, state: ControllerState, ev: Evaluation, rate: float) -> int | None:
+        """The level that carries `rate` at scale_in_utilization if each channel does only the
+        lower bound (None without one)."""
+        floor = state.capacity_floor_rps
+        if not floor:
+            return None
+        needed = self._channels_needed(ev, rate, floor, self.options.scale_in_utilization)
+        return self.levels.counts[self.levels.level_covering(needed)]
 
     def _lone_underloaded_channel(self, ev: Evaluation) -> int | None:
         if not self.options.enable_split_merge:

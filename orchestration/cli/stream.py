@@ -28,6 +28,7 @@ def _spec(
     root: str | None,
     service_ms: float = 0.0,
     retention: dict[str, float] | None = None,
+    admission=None,
 ):
     from orchestration.streams.catalog import stream_root
     from pipelines.streams.spec import StreamSpec
@@ -44,6 +45,7 @@ def _spec(
         trigger_seconds=trigger,
         max_offsets_per_trigger=max_offsets,
         service_ms_per_record=service_ms,
+        admission=admission,
         **(retention or {}),
     )
 
@@ -69,6 +71,15 @@ def run(
     bronze_retention_days: float | None = typer.Option(
         None, min=0.0001, help="Days of bronze archive kept, fractions allowed (default: the stream spec's, 7)."
     ),
+    admission_high: float | None = typer.Option(
+        None,
+        min=0.01,
+        help="Admission control: cap the records per batch while batches take longer than this many seconds "
+        "(seed 004's high watermark; default: off).",
+    ),
+    admission_low: float | None = typer.Option(
+        None, min=0.01, help="Admission control's low watermark, seconds (default: 0.4 × the high one)."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Run a stream in the foreground until Ctrl-C or SIGTERM (graceful: the batch finishes)."""
@@ -84,6 +95,7 @@ def run(
             settings,
             *(name, job, topic, channels, trigger, max_offsets, root, service_ms),
             retention={option: value for option, value in retention.items() if value is not None},
+            admission=_admission(admission_high, admission_low),
         )
         refuse_if_held(spec)
         service = StreamService(build_spark_session(settings), spec)
@@ -97,6 +109,15 @@ def run(
         except KeyboardInterrupt:
             service.stop()
     console.print(f"stream {name} stopped")
+
+
+def _admission(high_s: float | None, low_s: float | None):
+    from elasticity.admission import AdmissionOptions
+
+    try:
+        return AdmissionOptions.from_watermarks(high_s, low_s)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--admission-low") from None
 
 
 def _committed_layout(folder: str) -> Layout | None:

@@ -43,6 +43,12 @@ class StreamRunConfig(Config):
     bronze_retention_days: float | None = Field(
         None, gt=0, description="Days of bronze archive kept, fractions allowed (None: StreamSpec's default, 7)."
     )
+    admission_high_watermark_s: float | None = Field(
+        None, gt=0, description="Admission control: cap the records per batch while batches run longer (None: off)."
+    )
+    admission_low_watermark_s: float | None = Field(
+        None, gt=0, description="Admission control lifts its cap below this batch duration (None: 0.4 × the high)."
+    )
 
 
 def retention_options(config: StreamRunConfig) -> dict[str, float]:
@@ -69,6 +75,7 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
         esp_settings: EspSettingsResource,
         spark: EspSparkResource,
     ) -> MaterializeResult:
+        from elasticity.admission import AdmissionOptions
         from pipelines.streams.heartbeat import HeartbeatWriter
         from pipelines.streams.runner import refuse_if_held
         from pipelines.streams.service import StreamService
@@ -80,6 +87,9 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
             channels=config.channels,
             trigger_seconds=config.trigger_seconds,
             max_offsets_per_trigger=config.max_offsets_per_trigger,
+            admission=AdmissionOptions.from_watermarks(
+                config.admission_high_watermark_s, config.admission_low_watermark_s
+            ),
             **retention_options(config),
         )
         refuse_if_held(spec)  # before the Spark session: a second writer fails at once

@@ -50,6 +50,14 @@ class BatchMetrics:
     which run side by side (so they overlap)."""
     metrics_dropped: int = 0
     """Metrics records of earlier batches that could not be published (a broker outage)."""
+    admitted_records: int | None = None
+    """Kafka records the batch admitted (from the offsets log; None when not measured)."""
+    admission_cap: int | None = None
+    """Records the next batch may admit, as admission control decided after this one (None: uncapped)."""
+    admission_rule: str | None = None
+    """The admission rule that decided (cap, lower, raise, lift, hold, uncapped; None: admission off)."""
+    query_restart_ms: float | None = None
+    """Wall time of the query restart that set a new cap before this batch (None: no restart)."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -167,7 +175,7 @@ def read_recent_counted(
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not partitions:
-            return []
+            return RecentMetrics(records=[])  # the topic does not exist yet
         consumer.assign(partitions)
         ends = consumer.end_offsets(partitions)
         for tp in partitions:
@@ -198,12 +206,21 @@ def checkpoint_offsets(checkpoint_dir: str, topic: str) -> dict[int, int]:
 
     Lets a process other than the driver (a sensor, a test) compute lag and progress.
     """
-    checkpoint = Location.of(checkpoint_dir)
-    batch_ids = checkpoint_batch_ids(checkpoint.child("commits"))
+    batch_ids = checkpoint_batch_ids(Location.of(checkpoint_dir).child("commits"))
     if not batch_ids:
         return {}
-    # Spark's own file, with no esp checksum: read as stored.
-    for line in checkpoint.child("offsets").read_raw(str(batch_ids[-1])).decode().splitlines()[2:]:
+    return planned_offsets(checkpoint_dir, batch_ids[-1], topic) or {}
+
+
+def planned_offsets(checkpoint_dir: str, batch_id: int, topic: str) -> dict[int, int] | None:
+    """End offsets on `topic` that the query's offsets log planned for `batch_id` ({} if the
+    batch did not read the topic; None if the log has no such entry: Spark keeps the newest 100)."""
+    offsets = Location.of(checkpoint_dir).child("offsets")
+    if not offsets.exists(str(batch_id)):
+        return None
+    # Spark's own file, with no esp checksum: read as stored. "v1", the batch's metadata, then
+    # one line per source.
+    for line in offsets.read_raw(str(batch_id)).decode().splitlines()[2:]:
         parsed = json.loads(line)
         if isinstance(parsed, dict) and topic in parsed:
             return {int(p): int(o) for p, o in parsed[topic].items()}

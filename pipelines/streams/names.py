@@ -57,7 +57,8 @@ def local_state_path(root: str | os.PathLike[str]) -> str:
 
 
 def control_path(root: str | os.PathLike[str]) -> str:
-    """Rescale requests and their results, the watermark log, the elasticity policy override, plots."""
+    """Rescale requests and their results, the watermark log, the elasticity policy override, plots,
+    the admission cap."""
     return uris.join(root, "control")
 
 

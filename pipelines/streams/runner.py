@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from elasticity.admission import BatchOutcome
 from elasticity.layout import Layout
 from elasticity.lease import Lease, acquire, ensure_free
 from elasticity.migration import Migrator, RecordedOutcome
@@ -32,6 +33,7 @@ from pipelines.dead_letters import rejected_count, split_counting_rejected, writ
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics, retention_configs
 from pipelines.spark_threads import run_concurrently
+from pipelines.streams.admission import AdmissionGate, admitted_records, forget_unstarted_batch
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, next_layout_of
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
 from pipelines.streams.jobs import JobLogic, job_logic
@@ -78,10 +80,27 @@ class ElasticStream:
     _lease: Lease | None = None
     _reports: Any = None
     _stopping: threading.Event = field(default_factory=threading.Event)
+    # Admission control: batches refused while the query is swapped for one with a new cap.
+    _refuse_batches: threading.Event = field(default_factory=threading.Event)
+    _swapping: threading.Event = field(default_factory=threading.Event)
+    _cap_changed: threading.Event = field(default_factory=threading.Event)
+    _query_lock: threading.Lock = field(default_factory=threading.Lock)
+    _last_restart_ms: float | None = None
 
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def ended_unasked(self) -> StreamingQuery | None:
+        """The query if it ended without esp asking (a failure); None while it runs, or when it
+        ended for a stop or for a new admission cap (the new query replaces it)."""
+        query = self.query
+        if query is None or self._stopping.is_set() or self._swapping.is_set() or query.isActive:
+            return None
+        # Checked again after reading isActive: a swap may have begun (and ended) in between.
+        if self._stopping.is_set() or self._swapping.is_set() or self.query is not query:
+            return None
+        return query
 
     def __post_init__(self) -> None:
         # A spec changed by `model_copy` skips its validator: one spelling of the root, again.
@@ -98,6 +117,7 @@ class ElasticStream:
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
         self.control = ControlChannel(self.spec.control_dir)
         self.retention = TableRetention(self.spark, self.spec, self.logic.result_key_columns)
+        self.admission = AdmissionGate(self.spec.admission, self.spec.control_dir) if self.spec.admission else None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -158,28 +178,38 @@ class ElasticStream:
 
     def start(self) -> StreamingQuery:
         self.prepare()
-        source = kafka_io.read_stream(
-            self.spark, self.spec.kafka, self.spec.input_topic, self.spec.max_offsets_per_trigger
-        )
-        self.query = (
+        self.query = self._start_query()
+        if self.admission is not None:
+            threading.Thread(target=self._swap_on_cap_change, name=f"{self.spec.name}-admission", daemon=True).start()
+        return self.query
+
+    def _start_query(self) -> StreamingQuery:
+        source = kafka_io.read_stream(self.spark, self.spec.kafka, self.spec.input_topic, self._records_per_batch())
+        return (
             source.writeStream.queryName(self.spec.name)
             .foreachBatch(self.process_batch)
             .option("checkpointLocation", uris.spark_path(self.spec.checkpoint))
             .trigger(processingTime=f"{self.spec.trigger_seconds} seconds")
             .start()
         )
-        return self.query
+
+    def _records_per_batch(self) -> int | None:
+        """The tighter of the configured cap and admission control's (None: no cap)."""
+        caps = [self.spec.max_offsets_per_trigger, self.admission.cap_records if self.admission else None]
+        present = [cap for cap in caps if cap is not None]
+        return min(present) if present else None
 
     def stop(self, timeout_s: float = 120.0) -> None:
         """Stop at a batch boundary: let a running batch finish, refuse to begin the next one."""
         self._stopping.set()
-        deadline = time.monotonic() + timeout_s
-        while self.query is not None and self.query.isActive and time.monotonic() < deadline:
-            if not self.query.status.get("isTriggerActive", False):
-                break
-            time.sleep(0.05)
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
+        with self._query_lock:  # not while a swap starts a new query
+            deadline = time.monotonic() + timeout_s
+            while self.query is not None and self.query.isActive and time.monotonic() < deadline:
+                if not self.query.status.get("isTriggerActive", False):
+                    break
+                time.sleep(0.05)
+            if self.query is not None and self.query.isActive:
+                self.query.stop()
         if self._publisher is not None:
             self._publisher.close()
             self._publisher = None
@@ -191,8 +221,9 @@ class ElasticStream:
     # -- one micro-batch ---------------------------------------------------------------------
 
     def process_batch(self, raw: DataFrame, batch_id: int) -> None:
-        if self._stopping.is_set():
-            # Nothing of this batch has happened yet; Spark replays it on the next start.
+        if self._stopping.is_set() or self._refuse_batches.is_set():
+            # Nothing of this batch has happened yet; Spark replays it on the next start (or,
+            # for a new cap, plans it again: forget_unstarted_batch).
             raise StopRequested(f"stream {self.spec.name} is stopping before batch {batch_id}")
         context = _BatchContext(batch_id, time.perf_counter(), self.registry.committed())
         context.rescale = self._apply_pending_rescale(batch_id)
@@ -207,6 +238,7 @@ class ElasticStream:
             metrics = self._run_batch(raw, context)
         finally:
             raw.unpersist()
+        self._admit(metrics)
         self._publish(metrics)
 
     def _run_batch(self, raw: DataFrame, context: _BatchContext) -> BatchMetrics:
@@ -313,6 +345,66 @@ class ElasticStream:
             key=F.col(self.logic.result_key),
             value=F.to_json(F.struct(*[F.col(c) for c in rows.columns])),
         )
+
+    # -- admission control (seed 004) --------------------------------------------------------
+
+    def _admit(self, metrics: BatchMetrics) -> None:
+        """Decide the next batch's cap; a changed cap refuses later batches until the query is swapped."""
+        metrics.query_restart_ms, self._last_restart_ms = self._last_restart_ms, None
+        if self.admission is None:
+            return
+        admitted = admitted_records(self.spec.checkpoint, metrics.batch_id, self.spec.input_topic)
+        metrics.admitted_records = admitted
+        if admitted is None:
+            metrics.admission_cap = self.admission.cap_records
+            return
+        outcome = BatchOutcome(batch_id=metrics.batch_id, duration_s=metrics.batch_ms / 1000, admitted_records=admitted)
+        decision = self.admission.after_batch(outcome)
+        metrics.admission_cap, metrics.admission_rule = decision.cap_records, decision.rule
+        if decision.changed:
+            # Set before this batch returns, so the next one cannot begin under the old cap.
+            self._refuse_batches.set()
+            self._swapping.set()
+            self._cap_changed.set()
+
+    def _swap_on_cap_change(self) -> None:
+        while not self._stopping.is_set():
+            if self._cap_changed.wait(0.5):
+                self._cap_changed.clear()
+                self._swap_query()
+
+    def _swap_query(self, commit_timeout_s: float = 60.0) -> None:
+        """Stop the query once its last batch committed, forget a batch it planned under the old
+        cap, start a new query with the new one. Measured: the next batch reports the pause."""
+        started = time.perf_counter()
+        try:
+            with self._query_lock:
+                if self._stopping.is_set() or self.query is None:
+                    return
+                finished = self.last_metrics.batch_id if self.last_metrics is not None else None
+                files = StreamFiles(self.spec)
+                deadline = time.monotonic() + commit_timeout_s
+                while self.query.isActive and time.monotonic() < deadline:
+                    committed = files.newest_committed_batch()
+                    if finished is None or (committed is not None and committed >= finished):
+                        break
+                    time.sleep(0.01)
+                self.query.stop()
+                forgotten = forget_unstarted_batch(
+                    self.spec.checkpoint, lambda b: bool(self._channels_holding(self.registry.committed(), b))
+                )
+                self._refuse_batches.clear()
+                self.query = self._start_query()
+            self._last_restart_ms = (time.perf_counter() - started) * 1000
+            replanned = "no batch planned under the old cap" if forgotten is None else f"batch {forgotten} replanned"
+            log.warning(
+                "admission: query restarted with %s records per batch in %.0f ms (%s)",
+                self._records_per_batch(),
+                self._last_restart_ms,
+                replanned,
+            )
+        finally:
+            self._swapping.clear()
 
     # -- rescale at the batch boundary (the horizontal barrier) --------------------------------
 

@@ -120,8 +120,8 @@ class StreamService:
         started = time.monotonic()
         try:
             while not self._stop.wait(observe_every_s):
-                query = self.stream.query
-                if query is not None and not query.isActive and not self.stream.stopping:
+                query = self.stream.ended_unasked()
+                if query is not None:
                     error = query.exception()
                     raise (
                         RuntimeError(f"stream {self.spec.name} stopped: {error}")

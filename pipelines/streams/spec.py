@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from elasticity.admission import AdmissionOptions
 from elasticity.state import uris
 from pipelines.settings import KafkaClientSecurity, KafkaConnection
 from pipelines.streams import names
@@ -35,6 +36,11 @@ class StreamSpec(BaseModel):
     trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
     max_offsets_per_trigger: int | None = Field(
         None, ge=1, description="Cap on records per micro-batch (None: all available)."
+    )
+    admission: AdmissionOptions | None = Field(
+        None,
+        description="Admission control (seed 004's high/low watermarks on the batch duration): cap the records a "
+        "batch admits while batches run long, lift the cap once they run short (None: off).",
     )
     store_kind: Literal["rocks", "memory"] = Field(
         "rocks", description="Channel state store: RocksDB or in-memory (durable history either way)."

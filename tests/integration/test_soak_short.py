@@ -4,7 +4,7 @@ kills and rescales, nothing lost or doubled, every malformed record dead-lettere
 The Dagster daemon and code server kills are left to `make test-long` (tests/integration/
 test_soak_dagster.py, one kill each under a resize run) and the long soak: each restarts the whole
 `dagster dev`, a minute or more on 2 cores, too long for every test run. The run goes on past its
-2 minutes until 4 faults were drawn, so a busy host still sees several kills.
+minute and a half until 4 faults were drawn, so a busy host still sees several kills.
 
 The long soak (`esp soak --minutes 30`) is `make soak`; this one keeps the harness itself honest
 and catches a regression of the exactly-once path under faults in CI.
@@ -28,7 +28,7 @@ def test_a_short_soak_loses_and_doubles_nothing(tmp_path):
     esp = str(Path(sys.executable).parent / "esp")
     report_path = tmp_path / "soak.json"
     faults = ",".join(f for f in FAULTS if f not in DAGSTER_FAULTS)
-    command = [esp, "soak", "--minutes", "2", "--seed", "11", "--min-gap", "3", "--max-gap", "10"]
+    command = [esp, "soak", "--minutes", "1.5", "--seed", "11", "--min-gap", "3", "--max-gap", "10"]
     command += ["--min-faults", "4", "--faults", faults]
     done = subprocess.run(
         [*command, "--json", str(report_path)],

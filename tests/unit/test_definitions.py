@@ -26,6 +26,7 @@ def test_instance_config_limits_rescales_and_lives_under_the_run_folder(tmp_path
     limits = config["run_coordinator"]["config"]["tag_concurrency_limits"]
     assert {"key": RESCALE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
     assert config["run_monitoring"]["enabled"] is True
+    assert config["run_coordinator"]["config"]["dequeue_interval_seconds"] == 1
 
 
 def test_resize_runs_whose_process_died_are_failed_by_run_monitoring():

@@ -127,6 +127,24 @@ def test_p2_without_capacity_probes_one_level_only_when_most_channels_are_underl
     assert decision.action == "none"
 
 
+def test_p2_without_a_saturated_period_scales_in_to_what_the_lower_bound_carries():
+    # A scale-out that lands before any saturated period leaves no capacity estimate; once the
+    # input falls, the channels are not light against their own (low) peaks either. One channel
+    # demonstrably did 296 rec/s: 20 rec/s fit it, so P2 goes back to 1 channel.
+    rising = make_evaluation(1, congested=True, overloaded=[0], throughput_rps=296.0, input_rate_rps=300.0)
+    state, decision = controller().decide(state_with(), rising, 100.0)
+    assert decision.action == "scale_out" and state.channel_capacity_rps is None
+    quiet = make_evaluation(2, throughput_rps=20.0, time_s=400.0)
+    state = state.model_copy(update={"pending": None, "cooldown_until_s": None, "last": None})
+    _, decision = controller().decide(state, quiet, 400.0)
+    assert decision.action == "scale_in" and decision.to_channels == 1 and decision.rule == "P2"
+    assert "lower bound of 296 rec/s" in decision.reason
+    # A lower bound that does not carry the input keeps the stage where it is.
+    busy = make_evaluation(2, throughput_rps=500.0, time_s=400.0)
+    _, decision = controller().decide(state, busy, 400.0)
+    assert decision.action == "none"
+
+
 def test_p2_holds_when_history_shows_the_lower_level_congested_even_without_capacity():
     _, decision = controller().decide(state_with({6: (4000.0, True)}), make_evaluation(8, underloaded=range(8)), 100.0)
     assert decision.action == "none" and "history" in decision.reason

@@ -1,0 +1,139 @@
+"""`esp bench admission`: the same step from 0.5× to 5× of the stage's capacity, with and without
+admission control, in one run on the real stack (JSON + PNG)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from benchmarks.rescale_command import bench_broker, bench_spark
+from orchestration.cli.common import ConfigOption, console, friendly_errors
+
+BATCH_BOUND = 1.2
+"""The target: with admission, batches stay within this × the high watermark after the first cap."""
+
+
+def admission_command(
+    high_watermark: float = typer.Option(3.0, min=0.1, help="Admission's high watermark, seconds of batch."),
+    low_watermark: float = typer.Option(1.0, min=0.05, help="Admission's low watermark, seconds of batch."),
+    steady: float = typer.Option(20.0, min=1.0, help="Seconds at 0.5× capacity before the step."),
+    overload: float = typer.Option(30.0, min=1.0, help="Seconds at 5× capacity."),
+    rescale_after: float = typer.Option(15.0, min=0.0, help="Seconds into the overload at which a rescale is asked."),
+    service_ms: float = typer.Option(1.0, min=0.01, help="Service time per record in the stage (sets its capacity)."),
+    json_out: Path = typer.Option(Path("out/bench/admission.json"), "--json", help="Where to write the JSON results."),
+    png_out: Path | None = typer.Option(None, "--png", help="Plot path (default: next to the JSON, .png)."),
+    bootstrap: str | None = typer.Option(None, help="Use this broker instead of starting a private one."),
+    config: ConfigOption = None,
+) -> None:
+    """Batch durations and rescale waits under a 10× load step, with and without admission control."""
+    from benchmarks.admission import AdmissionBenchOptions, run_admission_benchmark
+    from orchestration.stack.project import load_settings
+
+    with friendly_errors():
+        settings = load_settings(config)
+        with (
+            tempfile.TemporaryDirectory(prefix="esp-bench-admission-") as scratch,
+            bench_broker(settings, bootstrap) as servers,
+        ):
+            options = AdmissionBenchOptions(
+                high_watermark_s=high_watermark,
+                low_watermark_s=low_watermark,
+                steady_s=steady,
+                overload_s=overload,
+                rescale_after_s=rescale_after,
+                service_ms=service_ms,
+                workdir=scratch,
+            )
+            options.admission()  # the watermarks are validated before anything starts
+            spark = bench_spark(settings, options.topic_partitions)
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as p:
+                task = p.add_task("calibrating the stage's capacity", total=None)
+                results = run_admission_benchmark(spark, servers, options, lambda d: p.update(task, description=d))
+    results["command"] = (
+        f"esp bench admission --high-watermark {high_watermark} --low-watermark {low_watermark} --steady {steady} "
+        f"--overload {overload} --rescale-after {rescale_after} --service-ms {service_ms} --json {json_out}"
+    )
+    results["batch_bound_s"] = BATCH_BOUND * high_watermark
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(results, indent=2, default=str))
+    png = png_out if png_out is not None else json_out.with_suffix(".png")
+    plot_admission(results, png)
+    console.print(admission_table(results))
+    console.print(f"wrote {json_out} and {png}")
+    if not results["correct"]:
+        console.print("[bold red]a mode's results differ from the batch oracle[/]")
+        raise typer.Exit(code=1)
+
+
+def admission_table(results: dict[str, Any]) -> Table:
+    table = Table(title=f"esp bench admission (capacity {results['capacity_lines_per_s']:,.0f} lines/s)")
+    for column in ("mode", "max batch s", "rescale wait s", "cap changes steady", "restarts", "correct"):
+        table.add_column(column, justify="right")
+    bound = results["batch_bound_s"]
+    for mode, summary in results["modes"].items():
+        longest = summary["max_batch_s"]
+        colour = "green" if longest is not None and longest <= bound else "red"
+        table.add_row(
+            mode,
+            "—" if longest is None else f"[{colour}]{longest:.1f}[/] (≤ {bound:.1f})",
+            _seconds(summary["rescale_wait_s"]),
+            str(summary["cap_changes_steady"]),
+            str(summary["query_restarts"]),
+            str(summary["correct"]),
+        )
+    return table
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def plot_admission(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(results["modes"])
+    fig, axes = plt.subplots(len(modes), 1, figsize=(9, 3.2 * len(modes)), sharex=True, squeeze=False)
+    options = results["options"]
+    for ax, mode in zip(axes[:, 0], modes, strict=True):
+        batches = results["batches"][mode]
+        ax.bar(
+            [b["start_s"] for b in batches],
+            [b["duration_s"] for b in batches],
+            width=[max(0.2, b["duration_s"]) for b in batches],
+            align="edge",
+            alpha=0.6,
+            label="batch duration",
+        )
+        ax.axhline(options["high_watermark_s"], color="red", linestyle="--", linewidth=1, label="high watermark")
+        ax.axhline(options["low_watermark_s"], color="green", linestyle=":", linewidth=1, label="low watermark")
+        events = results["events"][mode]
+        ax.axvline(events["step_at_s"], color="black", linewidth=1, label="load 0.5× → 5×")
+        ax.axvline(events["rescale_at_s"], color="purple", linestyle="-.", linewidth=1, label="rescale asked")
+        ax.axvline(events["load_end_s"], color="grey", linewidth=1, label="load stops")
+        ax.set_ylabel("batch s")
+        summary = results["modes"][mode]
+        ax.set_title(
+            f"{mode}: longest batch {_seconds(summary['max_batch_s'])} s, rescale waited "
+            f"{_seconds(summary['rescale_wait_s'])} s",
+            fontsize="medium",
+        )
+        admitted = ax.twinx()
+        admitted.step(
+            [b["start_s"] for b in batches], [b["admitted"] or 0 for b in batches], where="post", color="orange"
+        )
+        admitted.set_ylabel("records admitted", color="orange")
+    axes[0, 0].legend(fontsize="x-small", loc="upper left")
+    axes[-1, 0].set_xlabel("seconds since the stream started")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,70 @@
+"""The driver side of admission control: admitted records from Spark's offsets log, a planned
+but unstarted batch forgotten (and only that), the controller's state kept across restarts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from elasticity.admission import AdmissionOptions, BatchOutcome
+from pipelines.streams.admission import AdmissionGate, admitted_records, forget_unstarted_batch
+
+TOPIC = "words"
+
+
+def _checkpoint(tmp_path: Path, planned: list[dict[int, int]], committed: int) -> str:
+    """A checkpoint folder as Spark writes it: offsets/<id> (and its .crc), commits/<id>."""
+    root = tmp_path / "checkpoint"
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    for batch_id, ends in enumerate(planned):
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": {}}
+        lines = ["v1", json.dumps(meta), json.dumps({TOPIC: {str(p): o for p, o in ends.items()}})]
+        (root / "offsets" / str(batch_id)).write_text("\n".join(lines))
+        (root / "offsets" / f".{batch_id}.crc").write_bytes(b"crc")
+    (root / "sources" / "0").mkdir(parents=True)
+    (root / "sources" / "0" / "0").write_bytes(b"\x00v1\n" + json.dumps({TOPIC: {"0": 0, "1": 0}}).encode())
+    for batch_id in range(committed + 1):
+        (root / "commits" / str(batch_id)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    return str(root)
+
+
+def test_admitted_records_are_the_planned_offsets_minus_the_previous_batchs(tmp_path):
+    checkpoint = _checkpoint(tmp_path, [{0: 10, 1: 5}, {0: 110, 1: 55}, {0: 110, 1: 60}], committed=1)
+    assert admitted_records(checkpoint, 0, TOPIC) == 15  # from where the source began
+    assert admitted_records(checkpoint, 1, TOPIC) == 150
+    assert admitted_records(checkpoint, 2, TOPIC) == 5
+    assert admitted_records(checkpoint, 3, TOPIC) is None
+
+
+def test_a_planned_uncommitted_batch_nobody_began_is_forgotten(tmp_path):
+    checkpoint = _checkpoint(tmp_path, [{0: 10}, {0: 20}, {0: 90_000}], committed=1)
+    assert forget_unstarted_batch(checkpoint, holds=lambda batch: False) == 2
+    assert sorted(p.name for p in (Path(checkpoint) / "offsets").iterdir()) == [".0.crc", ".1.crc", "0", "1"]
+    assert forget_unstarted_batch(checkpoint, holds=lambda batch: False) is None  # all planned are committed
+
+
+def test_a_batch_a_channel_began_is_never_forgotten(tmp_path):
+    checkpoint = _checkpoint(tmp_path, [{0: 10}, {0: 20}], committed=0)
+    with pytest.raises(ValueError, match="batch 1 was begun"):
+        forget_unstarted_batch(checkpoint, holds=lambda batch: batch == 1)
+    assert (Path(checkpoint) / "offsets" / "1").exists()
+
+
+def test_the_gate_keeps_its_cap_across_a_driver_restart(tmp_path):
+    options = AdmissionOptions(high_watermark_s=2.0, low_watermark_s=0.5)
+    gate = AdmissionGate(options, str(tmp_path / "control"))
+    decision = gate.after_batch(BatchOutcome(batch_id=3, duration_s=8.0, admitted_records=40_000))
+    assert decision.rule == "cap" and decision.cap_records == 10_000
+    again = AdmissionGate(options, str(tmp_path / "control"))
+    assert again.cap_records == 10_000 and again.state.cap_changes == 1
+
+
+def test_watermarks_from_a_user_default_the_low_one_and_refuse_a_low_one_alone():
+    assert AdmissionOptions.from_watermarks(None) is None
+    options = AdmissionOptions.from_watermarks(5.0)
+    assert options is not None and options.low_watermark_s == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="without a high one"):
+        AdmissionOptions.from_watermarks(None, 1.0)
