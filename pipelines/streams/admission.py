@@ -53,7 +53,7 @@ def admitted_records(checkpoint: str, batch_id: int, topic: str) -> int | None:
 def forget_unstarted_batch(checkpoint: str, holds: Callable[[int], bool]) -> int | None:
     """Remove the newest planned, uncommitted batch from the offsets log, so the next query plans
     it again; its id, or None if there is none. `holds(batch_id)` says whether any channel applied
-    it: then the batch has begun, must be replayed as planned, and is kept (ValueError)."""
+    it: then the batch has begun, must be replayed as planned, and is kept (None)."""
     location = Location.of(checkpoint)
     offsets = location.child("offsets")
     planned, committed = checkpoint_batch_ids(offsets), checkpoint_batch_ids(location.child("commits"))
@@ -61,7 +61,8 @@ def forget_unstarted_batch(checkpoint: str, holds: Callable[[int], bool]) -> int
         return None
     batch_id = planned[-1]
     if holds(batch_id):
-        raise ValueError(f"batch {batch_id} was begun by a channel: it is replayed as planned, not planned again")
+        log.warning("admission: batch %d was begun by a channel: replayed as planned, under the old cap", batch_id)
+        return None
     offsets.delete_file(str(batch_id))
     if offsets.exists(f".{batch_id}.crc"):
         offsets.delete_file(f".{batch_id}.crc")

@@ -86,6 +86,7 @@ class ElasticStream:
     _cap_changed: threading.Event = field(default_factory=threading.Event)
     _query_lock: threading.Lock = field(default_factory=threading.Lock)
     _last_restart_ms: float | None = None
+    _capped_after_batch: int = -1
 
     @property
     def stopping(self) -> bool:
@@ -355,7 +356,9 @@ class ElasticStream:
             return
         admitted = admitted_records(self.spec.checkpoint, metrics.batch_id, self.spec.input_topic)
         metrics.admitted_records = admitted
-        if admitted is None:
+        if admitted is None or metrics.query_restart_ms is not None:
+            # The first batch of a new query pays its start-up (planning, cold caches): like a
+            # window disturbed by a rescale, it is no evidence of the load. The cap holds.
             metrics.admission_cap = self.admission.cap_records
             return
         outcome = BatchOutcome(batch_id=metrics.batch_id, duration_s=metrics.batch_ms / 1000, admitted_records=admitted)
@@ -363,6 +366,7 @@ class ElasticStream:
         metrics.admission_cap, metrics.admission_rule = decision.cap_records, decision.rule
         if decision.changed:
             # Set before this batch returns, so the next one cannot begin under the old cap.
+            self._capped_after_batch = metrics.batch_id
             self._refuse_batches.set()
             self._swapping.set()
             self._cap_changed.set()
@@ -381,12 +385,12 @@ class ElasticStream:
             with self._query_lock:
                 if self._stopping.is_set() or self.query is None:
                     return
-                finished = self.last_metrics.batch_id if self.last_metrics is not None else None
+                # The batch that decided must be committed first: stopping inside it would replay it.
                 files = StreamFiles(self.spec)
                 deadline = time.monotonic() + commit_timeout_s
                 while self.query.isActive and time.monotonic() < deadline:
                     committed = files.newest_committed_batch()
-                    if finished is None or (committed is not None and committed >= finished):
+                    if committed is not None and committed >= self._capped_after_batch:
                         break
                     time.sleep(0.01)
                 self.query.stop()
@@ -404,6 +408,7 @@ class ElasticStream:
                 replanned,
             )
         finally:
+            self._refuse_batches.clear()
             self._swapping.clear()
 
     # -- rescale at the batch boundary (the horizontal barrier) --------------------------------
