@@ -87,6 +87,7 @@ class ElasticStream:
     _query_lock: threading.Lock = field(default_factory=threading.Lock)
     _last_restart_ms: float | None = None
     _capped_after_batch: int = -1
+    _first_batch_of_new_query: bool = False
 
     @property
     def stopping(self) -> bool:
@@ -352,11 +353,12 @@ class ElasticStream:
     def _admit(self, metrics: BatchMetrics) -> None:
         """Decide the next batch's cap; a changed cap refuses later batches until the query is swapped."""
         metrics.query_restart_ms, self._last_restart_ms = self._last_restart_ms, None
+        disturbed, self._first_batch_of_new_query = self._first_batch_of_new_query, False
         if self.admission is None:
             return
         admitted = admitted_records(self.spec.checkpoint, metrics.batch_id, self.spec.input_topic)
         metrics.admitted_records = admitted
-        if admitted is None or metrics.query_restart_ms is not None:
+        if admitted is None or disturbed:
             # The first batch of a new query pays its start-up (planning, cold caches): like a
             # window disturbed by a rescale, it is no evidence of the load. The cap holds.
             metrics.admission_cap = self.admission.cap_records
@@ -398,6 +400,7 @@ class ElasticStream:
                     self.spec.checkpoint, lambda b: bool(self._channels_holding(self.registry.committed(), b))
                 )
                 self._refuse_batches.clear()
+                self._first_batch_of_new_query = True  # before the query starts: its first batch reads it
                 self.query = self._start_query()
             self._last_restart_ms = (time.perf_counter() - started) * 1000
             replanned = "no batch planned under the old cap" if forgotten is None else f"batch {forgotten} replanned"
