@@ -85,7 +85,12 @@ def _wait_for_batches(checkpoint: str, at_least: int, process, timeout_s: float 
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("job", sorted(JOBS))
+# The word count's case runs in `make test-long`: in `make test` the crash-with-a-waiting-request
+# test kills the same stream mid-batch three times (at the harder point: a channel holds the batch,
+# Spark has not committed it) and the short soak kills both pipelines; kept out for the 40 minutes.
+@pytest.mark.parametrize(
+    "job", [pytest.param(job, marks=[pytest.mark.long] if job == "wordcount" else []) for job in sorted(JOBS)]
+)
 def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, bootstrap, topic_factory, tmp_path):
     from pipelines.streams.metrics import read_recent
 
