@@ -170,7 +170,13 @@ def run_mode(
     try:
         sent["steady"] = _load(bootstrap, topic, options.low_factor * capacity, options.steady_s, options, 0)
         step_at = time.time()
-        request = RescaleRequest(target=RescaleTarget(op="scale_to", channels=options.channels + 1), reason="bench")
+        requests: list[RescaleRequest] = []
+
+        def ask_for_a_rescale() -> None:  # made when sent: its requested_at is the moment it is asked
+            target = RescaleTarget(op="scale_to", channels=options.channels + 1)
+            requests.append(RescaleRequest(target=target, reason="bench"))
+            stream.control.request(requests[0])
+
         sent["overload"] = _load(
             bootstrap,
             topic,
@@ -178,8 +184,9 @@ def run_mode(
             options.overload_s,
             options,
             options.keys // 2,
-            at=(options.rescale_after_s, lambda: stream.control.request(request)),
+            at=(options.rescale_after_s, ask_for_a_rescale),
         )
+        (request,) = requests
         overload_end = time.time()
         step(f"{mode}: load done, draining")
         result = stream.control.wait_for_result(request.request_id, options.timeout_s)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from elasticity.admission import AdmissionController, AdmissionDecision, AdmissionOptions, AdmissionState, BatchOutcome
 from elasticity.state import Location
-from pipelines.streams.metrics import checkpoint_batch_ids, planned_offsets
+from pipelines.streams.metrics import BatchMetrics, checkpoint_batch_ids, planned_offsets
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,18 @@ def forget_unstarted_batch(checkpoint: str, holds: Callable[[int], bool]) -> int
     if offsets.exists(f".{batch_id}.crc"):
         offsets.delete_file(f".{batch_id}.crc")
     return batch_id
+
+
+MAINTENANCE_PHASES = ("compact",)
+"""Batch phases whose time does not grow with the records admitted (the results compaction every
+N batches): left out of the duration admission control judges."""
+
+
+def batch_outcome(metrics: BatchMetrics, admitted: int) -> BatchOutcome:
+    """What admission control judges of a finished batch: its duration without maintenance."""
+    maintenance_ms = sum(metrics.phase_ms.get(phase, 0.0) for phase in MAINTENANCE_PHASES)
+    duration_s = max(0.0, metrics.batch_ms - maintenance_ms) / 1000
+    return BatchOutcome(batch_id=metrics.batch_id, duration_s=duration_s, admitted_records=admitted)
 
 
 @dataclass

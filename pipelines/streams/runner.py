@@ -22,7 +22,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from elasticity.admission import BatchOutcome
 from elasticity.layout import Layout
 from elasticity.lease import Lease, acquire, ensure_free
 from elasticity.migration import Migrator, RecordedOutcome
@@ -33,7 +32,7 @@ from pipelines.dead_letters import rejected_count, split_counting_rejected, writ
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics, retention_configs
 from pipelines.spark_threads import run_concurrently
-from pipelines.streams.admission import AdmissionGate, admitted_records, forget_unstarted_batch
+from pipelines.streams.admission import AdmissionGate, admitted_records, batch_outcome, forget_unstarted_batch
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, next_layout_of
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
 from pipelines.streams.jobs import JobLogic, job_logic
@@ -363,8 +362,7 @@ class ElasticStream:
             # window disturbed by a rescale, it is no evidence of the load. The cap holds.
             metrics.admission_cap = self.admission.cap_records
             return
-        outcome = BatchOutcome(batch_id=metrics.batch_id, duration_s=metrics.batch_ms / 1000, admitted_records=admitted)
-        decision = self.admission.after_batch(outcome)
+        decision = self.admission.after_batch(batch_outcome(metrics, admitted))
         metrics.admission_cap, metrics.admission_rule = decision.cap_records, decision.rule
         if decision.changed:
             # Set before this batch returns, so the next one cannot begin under the old cap.

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from elasticity.admission import AdmissionOptions, BatchOutcome
-from pipelines.streams.admission import AdmissionGate, admitted_records, forget_unstarted_batch
+from pipelines.streams.admission import AdmissionGate, admitted_records, batch_outcome, forget_unstarted_batch
+from pipelines.streams.metrics import BatchMetrics
 
 TOPIC = "words"
 
@@ -67,3 +68,12 @@ def test_watermarks_from_a_user_default_the_low_one_and_refuse_a_low_one_alone()
     assert options is not None and options.low_watermark_s == pytest.approx(2.0)
     with pytest.raises(ValueError, match="without a high one"):
         AdmissionOptions.from_watermarks(None, 1.0)
+
+
+def test_the_results_compaction_is_not_counted_as_load():
+    # Every 100 batches the batch also compacts the results tables: seconds that do not grow with
+    # the records admitted, and no reason to lower the cap.
+    metrics = BatchMetrics(stream="s", batch_id=100, epoch=0, channels=2, wall_time=0.0, batch_ms=6200.0)
+    metrics.phase_ms = {"compact": 4000.0, "stage": 2000.0}
+    outcome = batch_outcome(metrics, admitted=294)
+    assert outcome.duration_s == 2.2 and outcome.admitted_records == 294
