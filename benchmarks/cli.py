@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from benchmarks.admission_command import admission_command
+from benchmarks.checkpoint_command import checkpoint_command
 from benchmarks.elasticity_command import elasticity_command
 from benchmarks.rescale_command import rescale_command
 from benchmarks.ring_command import ring_command
@@ -18,3 +19,4 @@ bench_app.command("elasticity")(elasticity_command)
 bench_app.command("rescale")(rescale_command)
 bench_app.command("throughput")(throughput_command)
 bench_app.command("admission")(admission_command)
+bench_app.command("checkpoint")(checkpoint_command)

@@ -27,10 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -44,6 +41,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from benchmarks.stream_process import start_stream_process, stop_stream_process, stream_settings_file
 from orchestration.cli.common import ConfigOption, friendly_errors
 from pipelines.settings import KafkaConnection
 
@@ -78,54 +76,15 @@ class ControlLog:
 # ---------------------------------------------------------------------------- the stream
 
 
-def _derived_settings(settings, folder: Path, slots: int) -> Path:
-    """A settings file for the stream process: the same broker, Spark with a slot per channel."""
-    data = settings.to_file_data()
-    data["spark"]["master"] = f"local[{slots}]"
-    data["spark"]["ui_enabled"] = False
-    path = folder / "esp-stream.json"
-    path.touch(mode=0o600)  # it may hold the Kafka password
-    path.write_text(json.dumps(data))
-    return path
-
-
 def _start_stream(config: Path, spec, options: BenchOptions, log: Path) -> subprocess.Popen:
-    esp = str(Path(sys.executable).parent / "esp")
-    args = [
-        esp,
-        "stream",
-        "run",
-        "--config",
-        str(config),
-        "--name",
-        spec.name,
-        "--topic",
-        spec.input_topic,
-        "--root",
-        spec.root,
-        "--channels",
-        str(options.initial_channels),
-        "--trigger",
-        str(spec.trigger_seconds),
-        "--max-offsets",
-        str(options.max_offsets),
-        "--service-ms",
-        str(options.service_ms),
-        "--observe-every",
-        "10",
-    ]
-    return subprocess.Popen(args, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop_stream(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=90)
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+    return start_stream_process(
+        config,
+        log,
+        *("--name", spec.name, "--topic", spec.input_topic, "--root", spec.root),
+        *("--channels", str(options.initial_channels), "--trigger", str(spec.trigger_seconds)),
+        *("--max-offsets", str(options.max_offsets), "--service-ms", str(options.service_ms)),
+        *("--observe-every", "10"),
+    )
 
 
 def _wait_for_first_batch(spec, process: subprocess.Popen, timeout_s: float = 300) -> None:
@@ -399,7 +358,7 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
     )
     profile = rate_profile(LoadSpec(**_load_kwargs(spec, options)))
     stream = _start_stream(
-        _derived_settings(settings, folder, options.max_channels), spec, options, folder / "stream.log"
+        stream_settings_file(settings, folder, options.max_channels), spec, options, folder / "stream.log"
     )
     log = ControlLog()
     try:
@@ -437,7 +396,7 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
                 if statics[-1]["slo_attainment"] >= options.static_target:
                     break
     finally:
-        _stop_stream(stream)
+        stop_stream_process(stream)
 
     seconds = int(profile.duration_s)
     channels, p99 = per_second_series(metrics, started, seconds, options.initial_channels)

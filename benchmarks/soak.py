@@ -65,8 +65,6 @@ KILL_POINTS = tuple(f for f in FAULTS if f != "rescale")
 DAGSTER_FAULTS = ("dagster_daemon", "code_server")
 # The migration phases a kill can land after (each journal entry is published before the phase's work).
 MIGRATION_PHASES = ("planned", "donating", "donated", "collecting", "collected", "committed")
-# Every this many batches a channel writes a snapshot (the stream's default, `snapshot_every_batches`).
-SNAPSHOT_EVERY_BATCHES = 25
 
 
 @dataclass(frozen=True)
@@ -619,7 +617,8 @@ class Soak:
         self._event("rescale", f"{target} (its migration reached no {phase!r} to kill at)")
 
     def _fault_snapshot_write(self) -> None:
-        """SIGKILL the driver while a channel writes a snapshot (seen as a temporary snapshot file)."""
+        """SIGKILL the stream while its driver writes a channel's snapshot (seen as a temporary snapshot
+        file; `pipelines.streams.snapshots` writes them beside the running batches)."""
         elastic = Path(elastic_path(self.stream.root))
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and self.stream.alive():

@@ -39,9 +39,10 @@ from pyspark.sql import types as T
 from elasticity.layout import Layout
 from elasticity.lease import Fence
 from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
+from elasticity.state.backend import channel_dir_name
 from pipelines import working_copies
 from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
-from pipelines.streams.metrics import ChannelMetrics
+from pipelines.streams.metrics import ChannelMetrics, RebuildReport
 
 OUTPUT_SCHEMA = T.StructType(
     [
@@ -68,7 +69,6 @@ class StageSpec:
     durable_uri: str
     local_dir: str
     store_kind: str = "rocks"
-    snapshot_every_batches: int = 25
     service_ms_per_record: float = 0.0
     fence: Fence | None = None
     """The driver's lease token: a task commits only while it is current (one writer per stream)."""
@@ -217,8 +217,11 @@ class WorkerStores:
         codec = Int64Codec()
         if self.spec.store_kind == "memory":
             return MemoryBackend(codec, durable=self.spec.durable_uri)
-        local = os.path.join(working_copies.worker_folder(self.spec.local_dir, os.getpid()), f"e{epoch}")
-        return RocksBackend(codec, durable=self.spec.durable_uri, local_dir=local)
+        return RocksBackend(codec, durable=self.spec.durable_uri, local_dir=self._local(epoch))
+
+    def _local(self, epoch: int) -> str:
+        """This worker's folder of working copies for layout `epoch`."""
+        return os.path.join(working_copies.worker_folder(self.spec.local_dir, os.getpid()), f"e{epoch}")
 
     def store_for(
         self, channel: int, epoch: int, previous_channels: frozenset[int], channels: frozenset[int] | None = None
@@ -228,13 +231,30 @@ class WorkerStores:
         entry = self.cached.get(channel)
         if entry is not None and (entry.epoch == epoch or (entry.epoch == epoch - 1 and channel in previous_channels)):
             entry.epoch = epoch
-            entry.store.sync()
-            return entry.store
+            try:
+                entry.store.sync()
+                return entry.store
+            except FileNotFoundError:
+                pass  # rebuilt below from the newest snapshot (see `_open`)
         if entry is not None:
-            self._discard(entry)
-        store = self._backend(epoch).open(channel)
+            self._discard(self.cached.pop(channel))
+        store = self._open(channel, epoch)
         self.cached[channel] = _CachedStore(store, epoch)
         return store
+
+    def _open(self, channel: int, epoch: int, attempts: int = 3) -> StateStore:
+        """A working set rebuilt from the durable history. The driver writes snapshots and prunes
+        the history beside the running batches (`pipelines.streams.snapshots`): a file listed a
+        moment ago may be gone when read (only a copy two snapshots behind can hit it); the next
+        attempt lists again and starts from the newest snapshot."""
+        for attempt in range(attempts):
+            try:
+                return self._backend(epoch).open(channel)
+            except FileNotFoundError:
+                if attempt == attempts - 1:
+                    raise
+                shutil.rmtree(os.path.join(self._local(epoch), channel_dir_name(channel)), ignore_errors=True)
+        raise AssertionError("unreachable")
 
     def _sweep(self, epoch: int, previous_channels: frozenset[int], channels: frozenset[int] | None) -> None:
         """At a worker's first store and at each epoch change: close the stores this worker can never
@@ -269,14 +289,14 @@ def apply_deltas(
     hashes: list[int],
     increments: list[int],
     fence: Fence | None = None,
-) -> list[int]:
+) -> AppliedBatch:
     """Add the increments to the keys' counts in one batch transaction; the new totals."""
     tx = store.begin(batch_id)
     if tx.is_replay:
         # Committed before a crash: the totals are what that attempt produced.
         totals = [int(store.get(k, key_hash=h) or 0) for k, h in zip(keys, hashes)]
         tx.abort()
-        return totals
+        return AppliedBatch(totals)
     totals = []
     for key, key_hash, n in zip(keys, hashes, increments):
         total = int(tx.get(key, key_hash=key_hash) or 0) + n
@@ -289,8 +309,19 @@ def apply_deltas(
             tx.abort()
             raise
     tx.prepare()
+    started = time.perf_counter()
     tx.commit()
-    return totals
+    return AppliedBatch(totals, commit_s=time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class AppliedBatch:
+    """A channel's batch applied: the keys' new totals, and the time its commit spent applying
+    the changelog to the working set (the work a recovery repeats when it folds it)."""
+
+    totals: list[int]
+    commit_s: float | None = None
+    """None for a replay (nothing applied)."""
 
 
 ReportKey = tuple[int, int]
@@ -324,20 +355,22 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             raise RuntimeError(f"placement broken: task of channel {channel} got rows of channels {sorted(strays)}")
         data = [i for i, sent in enumerate(rows["probe_sent_ms"]) if sent is None]
         probes = [sent for sent in rows["probe_sent_ms"] if sent is not None]
+        opening = time.perf_counter()
         store = worker_stores(spec).store_for(
             channel, layout.epoch, frozenset(previous_channels), frozenset(layout.channels)
         )
+        open_ms = (time.perf_counter() - opening) * 1000
+        # Set when this batch found no current working set and rebuilt it from history.
+        rebuilt, store.last_restore = store.last_restore, None
         keys = [rows["key"][i] for i in data]
         hashes, increments = [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data]
-        totals = apply_deltas(store, batch_id, keys, hashes, increments, spec.fence)
+        applied = apply_deltas(store, batch_id, keys, hashes, increments, spec.fence)
         records = sum(rows["n"][i] for i in data)
         if spec.service_ms_per_record > 0:
             # An I/O-bound stage (one external call per record): the task waits without using a
             # core, so on a small machine it is channels, not cores, that add capacity.
             time.sleep(records * spec.service_ms_per_record / 1000.0)
-        if (batch_id + 1) % spec.snapshot_every_batches == 0:
-            # Bounds the history a fresh working set must replay (after a crash or rescale).
-            store.snapshot(keep_snapshots=2)
+        # Snapshots are the driver's to write, from the durable history, off this task's path.
         finished_ms = time.time() * 1000
         report = ChannelMetrics(
             channel,
@@ -348,10 +381,17 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             state_bytes(store),
             [finished_ms - sent for sent in probes],
             top_key_records=max(increments, default=0),
+            open_ms=open_ms,
+            commit_ms=applied.commit_s * 1000 if applied.commit_s is not None else None,
+            rebuild=RebuildReport.of(rebuilt) if rebuilt is not None else None,
         )
         reports.add({(batch_id, channel): report})
         yield pa.RecordBatch.from_arrays(
-            [pa.array(keys, pa.string()), pa.array(totals, pa.int64()), pa.array([channel] * len(keys), pa.int32())],
+            [
+                pa.array(keys, pa.string()),
+                pa.array(applied.totals, pa.int64()),
+                pa.array([channel] * len(keys), pa.int32()),
+            ],
             schema=_OUTPUT_ARROW,
         )
 

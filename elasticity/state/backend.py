@@ -35,7 +35,7 @@ class StoreBackend(Protocol):
     def close(self) -> None: ...
 
 
-def _channel_dir(channel: int) -> str:
+def channel_dir_name(channel: int) -> str:
     return f"channel={channel}"
 
 
@@ -90,7 +90,7 @@ class MemoryBackend(_CachingBackend):
 
     def _history(self, channel: int) -> History:
         if self._root is not None:
-            return FileHistory(self._root.child(_channel_dir(channel)))
+            return FileHistory(self._root.child(channel_dir_name(channel)))
         return self._histories.setdefault(channel, MemoryHistory())
 
     def _create(self, channel: int) -> StateStore:
@@ -124,18 +124,18 @@ class RocksBackend(_CachingBackend):
         return RocksStore(
             channel,
             self.codec,
-            FileHistory(self._root.child(_channel_dir(channel))),
+            FileHistory(self._root.child(channel_dir_name(channel))),
             self._local_path(channel),
             self.key_hasher,
         )
 
     def _local_path(self, channel: int) -> str:
-        return os.path.join(self.local_dir, _channel_dir(channel))
+        return os.path.join(self.local_dir, channel_dir_name(channel))
 
     def _destroy_unopened(self, channel: int) -> None:
         if os.path.exists(self._local_path(channel)):
             Rdict.destroy(self._local_path(channel), default_options())
-        FileHistory(self._root.child(_channel_dir(channel))).destroy()
+        FileHistory(self._root.child(channel_dir_name(channel))).destroy()
 
     def channels(self) -> list[int]:
         return _channels_under(self._root)

@@ -79,7 +79,11 @@ class RocksStore(StateStore):
         self.local_path = local_path
         self._options = options if options is not None else default_options()
         self._db: Rdict | None = Rdict(local_path, self._options)
-        self.sync()
+        try:
+            self.sync()
+        except BaseException:
+            self.close()  # an open RocksDB keeps its folder locked: a retry could not open it
+            raise
 
     @property
     def db(self) -> Rdict:

@@ -21,8 +21,10 @@ already has (`key_hash=`, e.g. computed in the JVM). Values are encoded by the s
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
 from typing import Any
@@ -209,6 +211,20 @@ class Transaction:
             self.abort()
 
 
+@dataclass(frozen=True)
+class RestoreTiming:
+    """What the last `restore()` read back and how long each part took (seed 003's recovery model
+    learns its restore and fold rates from these)."""
+
+    snapshot_entries: int
+    snapshot_bytes: int
+    """In-memory (Arrow) size of the snapshot restored; 0 when there was none."""
+    restore_s: float
+    changelog_entries: int
+    """Entries of the changelogs folded after the snapshot."""
+    fold_s: float
+
+
 class StateStore(ABC):
     """Keyed state of one channel, versioned by micro-batch id and migration epoch."""
 
@@ -220,6 +236,7 @@ class StateStore(ABC):
         self.history = history
         self.key_hasher = key_hasher
         self._open_tx: Transaction | None = None
+        self.last_restore: RestoreTiming | None = None
 
     # ---- backend primitives ----------------------------------------------------------------
     @abstractmethod
@@ -337,10 +354,23 @@ class StateStore(ABC):
             raise StateStoreError(f"channel {self.channel}: history before {pruned_before} was pruned")
         usable = [s for s in snapshots if s <= target]
         base = usable[-1] if usable else INITIAL_VERSION
-        self._replace(self.history.read_snapshot(base) if usable else empty_entries(), base)
+        started = time.perf_counter()
+        snapshot = self.history.read_snapshot(base) if usable else empty_entries()
+        self._replace(snapshot, base)
+        restored = time.perf_counter()
+        folded = 0
         for v in changelogs:
             if base < v <= target:
-                self._apply(self.history.read_changelog(v), v)
+                changes = self.history.read_changelog(v)
+                self._apply(changes, v)
+                folded += changes.num_rows
+        self.last_restore = RestoreTiming(
+            snapshot_entries=snapshot.num_rows,
+            snapshot_bytes=snapshot.nbytes,
+            restore_s=restored - started,
+            changelog_entries=folded,
+            fold_s=time.perf_counter() - restored,
+        )
         return self.version
 
     def _resolve(self, version: Version | int | None) -> Version:
@@ -365,6 +395,10 @@ class StateStore(ABC):
             return self.version
         if local == durable:
             return local
+        if local == INITIAL_VERSION:
+            # A fresh working set: read the newest snapshot back rather than every changelog
+            # before it (and time the rebuild, `last_restore`).
+            return self.restore(durable)
         changelogs = self.history.changelog_versions()
         snapshots = self.history.snapshot_versions()
         known = set(changelogs) | set(snapshots) | {INITIAL_VERSION}

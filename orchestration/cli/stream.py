@@ -29,6 +29,7 @@ def _spec(
     service_ms: float = 0.0,
     retention: dict[str, float] | None = None,
     admission=None,
+    snapshots=None,
 ):
     from orchestration.streams.catalog import stream_root
     from pipelines.streams.spec import StreamSpec
@@ -46,6 +47,7 @@ def _spec(
         max_offsets_per_trigger=max_offsets,
         service_ms_per_record=service_ms,
         admission=admission,
+        **({"snapshots": snapshots} if snapshots is not None else {}),
         **(retention or {}),
     )
 
@@ -80,6 +82,20 @@ def run(
     admission_low: float | None = typer.Option(
         None, min=0.01, help="Admission control's low watermark, seconds (default: 0.4 × the high one)."
     ),
+    snapshots: str = typer.Option(
+        "adaptive",
+        help="When channels snapshot their state: adaptive (seed 003: a recovery-time bound and peak avoidance) "
+        "or fixed (a fixed period).",
+    ),
+    max_recovery: float | None = typer.Option(
+        None, min=0.01, help="Adaptive snapshots: the predicted recovery never to pass, seconds (default 3)."
+    ),
+    snapshot_period: float | None = typer.Option(
+        None,
+        min=0.01,
+        help="Snapshot period, seconds: the adaptive policy's checkpoint period (default 9), or the fixed "
+        "policy's (default: every 25 batches).",
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Run a stream in the foreground until Ctrl-C or SIGTERM (graceful: the batch finishes)."""
@@ -96,6 +112,7 @@ def run(
             *(name, job, topic, channels, trigger, max_offsets, root, service_ms),
             retention={option: value for option, value in retention.items() if value is not None},
             admission=_admission(admission_high, admission_low),
+            snapshots=_snapshots(snapshots, max_recovery, snapshot_period),
         )
         refuse_if_held(spec)
         service = StreamService(build_spark_session(settings), spec)
@@ -118,6 +135,17 @@ def _admission(high_s: float | None, low_s: float | None):
         return AdmissionOptions.from_watermarks(high_s, low_s)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--admission-low") from None
+
+
+def _snapshots(policy: str, max_recovery_s: float | None, period_s: float | None):
+    from elasticity.snapshots.planner import SnapshotOptions
+
+    if policy not in ("adaptive", "fixed"):
+        raise typer.BadParameter(f"{policy!r} is not adaptive or fixed", param_hint="--snapshots")
+    try:
+        return SnapshotOptions.choose(policy, max_recovery_s, period_s)  # type: ignore[arg-type]
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--max-recovery") from None
 
 
 def _committed_layout(folder: str) -> Layout | None:

@@ -6,6 +6,7 @@ Terminating the run stops the query at a batch boundary.
 """
 
 import time
+from typing import Literal
 
 from dagster import (
     AssetExecutionContext,
@@ -49,6 +50,17 @@ class StreamRunConfig(Config):
     admission_low_watermark_s: float | None = Field(
         None, gt=0, description="Admission control lifts its cap below this batch duration (None: 0.4 × the high)."
     )
+    snapshot_policy: Literal["adaptive", "fixed"] = Field(
+        "adaptive", description="When channels snapshot: adaptive (seed 003's recovery bound) or a fixed period."
+    )
+    max_recovery_s: float | None = Field(
+        None, gt=0, description="Adaptive snapshots: the predicted recovery never to pass (None: 3 s)."
+    )
+    snapshot_period_s: float | None = Field(
+        None,
+        gt=0,
+        description="Snapshot period: adaptive's checkpoint period (None: 9 s), or fixed's (None: 25 batches).",
+    )
 
 
 def retention_options(config: StreamRunConfig) -> dict[str, float]:
@@ -76,6 +88,7 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
         spark: EspSparkResource,
     ) -> MaterializeResult:
         from elasticity.admission import AdmissionOptions
+        from elasticity.snapshots.planner import SnapshotOptions
         from pipelines.streams.heartbeat import HeartbeatWriter
         from pipelines.streams.runner import refuse_if_held
         from pipelines.streams.service import StreamService
@@ -90,6 +103,7 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
             admission=AdmissionOptions.from_watermarks(
                 config.admission_high_watermark_s, config.admission_low_watermark_s
             ),
+            snapshots=SnapshotOptions.choose(config.snapshot_policy, config.max_recovery_s, config.snapshot_period_s),
             **retention_options(config),
         )
         refuse_if_held(spec)  # before the Spark session: a second writer fails at once

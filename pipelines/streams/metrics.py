@@ -19,6 +19,29 @@ from pipelines.settings import KafkaConnection, kafka_connection
 METRICS_TOPIC_CONFIGS = {"retention.ms": str(6 * 3600 * 1000), "cleanup.policy": "delete"}
 
 
+@dataclass(frozen=True)
+class RebuildReport:
+    """A channel's working set rebuilt from its durable history in this batch (after a crash, on
+    a fresh Python worker, on a rescale receiver): what was read back and how long each part took."""
+
+    snapshot_entries: int
+    snapshot_bytes: int
+    restore_ms: float
+    changelog_entries: int
+    fold_ms: float
+
+    @classmethod
+    def of(cls, timing: Any) -> RebuildReport:
+        """From the store's `RestoreTiming`."""
+        return cls(
+            snapshot_entries=timing.snapshot_entries,
+            snapshot_bytes=timing.snapshot_bytes,
+            restore_ms=timing.restore_s * 1000,
+            changelog_entries=timing.changelog_entries,
+            fold_ms=timing.fold_s * 1000,
+        )
+
+
 @dataclass
 class ChannelMetrics:
     channel: int
@@ -29,6 +52,29 @@ class ChannelMetrics:
     state_bytes: int | None = None
     probe_latency_ms: list[float] = field(default_factory=list)
     top_key_records: int = 0  # records of the channel's most frequent key: can a split divide its work?
+    open_ms: float = 0.0
+    """Time the task spent getting the channel's working set current (a sync, or a rebuild)."""
+    commit_ms: float | None = None
+    """Time the commit spent applying the batch's changelog to the working set (None: a replay)."""
+    rebuild: RebuildReport | None = None
+    """Set when the working set was rebuilt from history in this batch."""
+    snapshot_rule: str | None = None
+    """The snapshot policy's rule after this batch (`elasticity.snapshots`); the driver fills it in."""
+    predicted_recovery_s: float | None = None
+    """The recovery time the snapshot policy predicts for this channel after its decision."""
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """A channel snapshot the driver wrote from the durable history."""
+
+    channel: int
+    batch_id: int
+    entries: int
+    bytes: int
+    changelogs_folded: int
+    write_ms: float
+    rule: str
 
 
 @dataclass
@@ -58,6 +104,8 @@ class BatchMetrics:
     """The admission rule that decided (cap, lower, raise, lift, hold, uncapped; None: admission off)."""
     query_restart_ms: float | None = None
     """Wall time of the query restart that set a new cap before this batch (None: no restart)."""
+    snapshots: list[SnapshotRecord] = field(default_factory=list)
+    """Channel snapshots written since the previous batch's record (off the batches' path)."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -77,7 +125,8 @@ class BatchMetrics:
         # Records written by an older esp may carry fields since removed; they are dropped.
         known = {f.name for f in fields(cls)}
         try:
-            data["per_channel"] = [ChannelMetrics(**_known(ChannelMetrics, c)) for c in channels]
+            data["per_channel"] = [_channel_metrics(c) for c in channels]
+            data["snapshots"] = [SnapshotRecord(**_known(SnapshotRecord, s)) for s in data.get("snapshots") or []]
             metrics = cls(**{k: v for k, v in data.items() if k in known})
         except TypeError as error:  # a required field missing
             raise MalformedMetrics(str(error)) from None
@@ -119,6 +168,13 @@ def _is_integer(value: object) -> bool:
 def _require(check: Any, value: object, name: str, kind: str) -> None:
     if not check(value):
         raise MalformedMetrics(f"{name} is {value!r:.80}, not {kind}")
+
+
+def _channel_metrics(data: dict[str, Any]) -> ChannelMetrics:
+    known = _known(ChannelMetrics, data)
+    if isinstance(known.get("rebuild"), dict):
+        known["rebuild"] = RebuildReport(**_known(RebuildReport, known["rebuild"]))
+    return ChannelMetrics(**known)
 
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_
 from pipelines.streams.jobs import JobLogic, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
 from pipelines.streams.metrics_publisher import MetricsPublisher
+from pipelines.streams.snapshots import ChannelSnapshots
 from pipelines.streams.spec import StreamSpec
 from pipelines.streams.table_retention import TableRetention
 
@@ -87,6 +88,7 @@ class ElasticStream:
     _last_restart_ms: float | None = None
     _capped_after_batch: int = -1
     _first_batch_of_new_query: bool = False
+    _snapshots: ChannelSnapshots | None = None
 
     @property
     def stopping(self) -> bool:
@@ -112,7 +114,6 @@ class ElasticStream:
             self.spec.elastic_root,
             self.spec.local_state,
             self.spec.store_kind,
-            self.spec.snapshot_every_batches,
             self.spec.service_ms_per_record,
         )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
@@ -214,6 +215,9 @@ class ElasticStream:
         if self._publisher is not None:
             self._publisher.close()
             self._publisher = None
+        if self._snapshots is not None:
+            self._snapshots.close()
+            self._snapshots = None
         if self._migrator is not None:
             self._migrator.backend.close()
             self._migrator = None
@@ -239,6 +243,7 @@ class ElasticStream:
             metrics = self._run_batch(raw, context)
         finally:
             raw.unpersist()
+        self._plan_snapshots(metrics)
         self._admit(metrics)
         self._publish(metrics)
 
@@ -429,10 +434,27 @@ class ElasticStream:
             )
         return self._migrator
 
+    def _plan_snapshots(self, metrics: BatchMetrics) -> None:
+        try:
+            self.snapshots().after_batch(metrics)
+        except Exception:  # a snapshot shortens a recovery; its failure must not stop the stream
+            log.exception("snapshot planning after batch %d failed; the history stays complete", metrics.batch_id)
+
+    def snapshots(self) -> ChannelSnapshots:
+        """The stream's snapshot policy and writer (`pipelines.streams.snapshots`)."""
+        if self._snapshots is None:
+            fence = self._lease.fence.check if self._lease is not None else None
+            self._snapshots = ChannelSnapshots(self.spec.snapshots, self.spec.elastic_root, fence)
+        return self._snapshots
+
     def _apply_pending_rescale(self, batch_id: int) -> RescaleResult | None:
         request = self.control.take_request()
         if request is None:
             return None
+        with self.snapshots().paused():  # a migration may drop a channel a snapshot is writing
+            return self._rescale(request, batch_id)
+
+    def _rescale(self, request: RescaleRequest, batch_id: int) -> RescaleResult | None:
         current = self.registry.committed()
         migrator = self.migrator()
         recorded = migrator.recorded_outcome(request.request_id, self.registry.next_epoch() - 1)

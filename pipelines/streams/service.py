@@ -38,6 +38,10 @@ class Observation:
     state_bytes: int = 0
     probe_failures_in_a_row: int = 0
     """Probe rounds the emitter failed to send since its last good one (a broker outage shows here)."""
+    predicted_recovery_s: float = 0.0
+    """The longest recovery a channel would need now, as its snapshot policy predicts (seed 003)."""
+    snapshots_written: int = 0
+    """Channel snapshots written in the observation window."""
 
     def as_metadata(self) -> dict[str, float | int]:
         return {
@@ -54,6 +58,8 @@ class Observation:
             "state_keys": self.state_keys,
             "state_bytes": self.state_bytes,
             "probe_failures_in_a_row": self.probe_failures_in_a_row,
+            "predicted_recovery_s": round(self.predicted_recovery_s, 3),
+            "snapshots_written": self.snapshots_written,
         }
 
 
@@ -106,6 +112,10 @@ class StreamService:
             state_keys=sum(c.state_keys for c in last.per_channel) if last else 0,
             state_bytes=sum(c.state_bytes or 0 for c in last.per_channel) if last else 0,
             probe_failures_in_a_row=self.probes.health().failures_in_a_row if self.probes is not None else 0,
+            predicted_recovery_s=max((c.predicted_recovery_s or 0.0 for c in last.per_channel), default=0.0)
+            if last
+            else 0.0,
+            snapshots_written=sum(len(m.snapshots) for m in recent),
         )
 
     def _lag(self, progress: dict | None) -> int:

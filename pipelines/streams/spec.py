@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from elasticity.admission import AdmissionOptions
+from elasticity.snapshots.planner import SnapshotOptions
 from elasticity.state import uris
 from pipelines.settings import KafkaClientSecurity, KafkaConnection
 from pipelines.streams import names
@@ -45,8 +46,10 @@ class StreamSpec(BaseModel):
     store_kind: Literal["rocks", "memory"] = Field(
         "rocks", description="Channel state store: RocksDB or in-memory (durable history either way)."
     )
-    snapshot_every_batches: int = Field(
-        25, ge=1, description="Take a state snapshot (and prune changelogs) every N batches."
+    snapshots: SnapshotOptions = Field(
+        default_factory=SnapshotOptions,
+        description="When channels snapshot their state (seed 003): adaptive under a recovery-time bound by "
+        "default, or a fixed period; the driver writes them from the durable history, off the batches' path.",
     )
     results_to_kafka: bool = Field(True, description="Also publish result updates to the `<name>.results` topic.")
     archive_input: bool = Field(

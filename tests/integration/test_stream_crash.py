@@ -118,6 +118,14 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, boots
         str(per_batch),
         "--observe-every",
         "1",
+        # Adaptive snapshots with a 1 s period and a tiny bound: the driver writes snapshots beside
+        # nearly every batch, so kills land while snapshots are written and restarts read them back.
+        "--snapshots",
+        "adaptive",
+        "--snapshot-period",
+        "1",
+        "--max-recovery",
+        "0.02",
     ]
     log = tmp_path / "stream.log"
 
@@ -139,6 +147,10 @@ def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, boots
 
     outcome = check(spark, bootstrap, topic, root)
     assert outcome["streamed"] == outcome["oracle"], log.read_text()[-3000:]
-    metrics = read_recent(bootstrap, metrics_topic(name), limit=30)
-    probed = {c.channel for m in metrics for c in m.per_channel if c.probe_latency_ms}
+    metrics = read_recent(bootstrap, metrics_topic(name), limit=500)
+    probed = {c.channel for m in metrics[-30:] for c in m.per_channel if c.probe_latency_ms}
     assert probed == {0, 1, 2}
+    assert any(m.snapshots for m in metrics), "the driver wrote no snapshot"
+    rebuilt = [c.rebuild for m in metrics for c in m.per_channel if c.rebuild is not None]
+    assert any(r.snapshot_entries > 0 for r in rebuilt), f"no restart read a snapshot back: {rebuilt}"
+    assert all(c.predicted_recovery_s is not None for c in metrics[-1].per_channel)

@@ -1,0 +1,169 @@
+"""`esp bench checkpoint`: a short fixed snapshot period, a long one and the adaptive policy
+(seed 003) under the same eSault load, each stream SIGKILLed at regular intervals; recovery and
+latency cost in one run on the real stack (JSON + PNG)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from benchmarks.rescale_command import bench_broker, bench_spark
+from benchmarks.stream_process import stream_settings_file
+from orchestration.cli.common import ConfigOption, console, friendly_errors
+
+
+def checkpoint_command(
+    max_recovery: float = typer.Option(1.0, min=0.05, help="The adaptive policy's recovery bound, seconds."),
+    short_period: float = typer.Option(9.0, min=0.5, help="The short fixed period, seconds (the paper's 9 s)."),
+    long_period: float = typer.Option(14.0, min=0.5, help="The long fixed period, seconds (the paper's 14 s)."),
+    peak_rate: float = typer.Option(6000.0, min=10.0, help="Peak of the eSault trace, lines/s."),
+    words_per_line: int = typer.Option(4, min=1, help="Words (keys) per line."),
+    vocabulary: int = typer.Option(300_000, min=1, help="Distinct words."),
+    duration: float = typer.Option(190.0, min=30.0, help="Seconds of the trace played per policy."),
+    kill_every: float = typer.Option(50.0, min=10.0, help="Seconds between SIGKILLs."),
+    first_kill: float = typer.Option(60.0, min=5.0, help="When the first SIGKILL lands, seconds into the trace."),
+    max_offsets: int = typer.Option(20_000, min=100, help="Cap on lines per batch."),
+    json_out: Path = typer.Option(Path("out/bench/checkpoint.json"), "--json", help="Where to write the JSON."),
+    png_out: Path | None = typer.Option(None, "--png", help="Plot path (default: next to the JSON, .png)."),
+    bootstrap: str | None = typer.Option(None, help="Use this broker instead of starting a private one."),
+    config: ConfigOption = None,
+) -> None:
+    """Recovery after SIGKILLs and the latency cost of three snapshot policies under the eSault trace."""
+    from benchmarks.checkpoint import CheckpointBenchOptions, run_checkpoint_benchmark, write_json
+    from orchestration.stack.project import load_settings
+
+    with friendly_errors():
+        settings = load_settings(config)
+        options = CheckpointBenchOptions(
+            peak_rate=peak_rate,
+            words_per_line=words_per_line,
+            vocabulary=vocabulary,
+            duration_s=duration,
+            max_offsets=max_offsets,
+            max_recovery_s=max_recovery,
+            short_period_s=short_period,
+            long_period_s=long_period,
+            kill_every_s=kill_every,
+            first_kill_s=first_kill,
+        )
+        with (
+            tempfile.TemporaryDirectory(prefix="esp-bench-checkpoint-") as scratch,
+            bench_broker(settings, bootstrap) as servers,
+        ):
+            folder = Path(scratch)
+            stream_config = stream_settings_file(settings, folder, options.channels, servers)
+            spark = bench_spark(settings, 4)
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as p:
+                task = p.add_task("starting", total=None)
+                results = run_checkpoint_benchmark(
+                    spark, servers, stream_config, folder, options, lambda d: p.update(task, description=d)
+                )
+    results["command"] = (
+        f"esp bench checkpoint --max-recovery {max_recovery} --short-period {short_period} --long-period "
+        f"{long_period} --peak-rate {peak_rate} --words-per-line {words_per_line} --vocabulary {vocabulary} "
+        f"--duration {duration} --kill-every {kill_every} --first-kill {first_kill} --max-offsets {max_offsets} "
+        f"--json {json_out}"
+    )
+    write_json(results, json_out)
+    png = png_out if png_out is not None else json_out.with_suffix(".png")
+    plot_checkpoint(results, png)
+    console.print(checkpoint_table(results))
+    console.print(f"wrote {json_out} and {png}")
+    if not results["correct"]:
+        console.print("[bold red]a policy's results differ from the batch oracle[/]")
+        raise typer.Exit(code=1)
+
+
+def checkpoint_table(results: dict[str, Any]) -> Table:
+    bound = results["options"]["max_recovery_s"]
+    table = Table(title=f"esp bench checkpoint (recovery bound {bound:g} s)")
+    for column in ("policy", "max recovery s", "over bound", "restarts s", "peak p99 ms", "snapshots", "correct"):
+        table.add_column(column, justify="right")
+    for name, summary in results["policies"].items():
+        worst = summary["max_recovery_s_measured"]
+        colour = "green" if worst is not None and worst <= bound else "red"
+        restarts = [r["restart_s"] for r in summary["recoveries"] if r["restart_s"] is not None]
+        table.add_row(
+            name,
+            "—" if worst is None else f"[{colour}]{worst:.2f}[/]",
+            f"{summary['over_bound']}/{len(summary['recoveries'])}",
+            ", ".join(f"{r:.0f}" for r in restarts) or "—",
+            "—" if summary["peak_p99_ms"] is None else f"{summary['peak_p99_ms']:.0f}",
+            f"{summary['snapshots']} ({summary['snapshots_in_peak']} in the peak)",
+            str(summary["correct"]),
+        )
+    return table
+
+
+def plot_checkpoint(results: dict[str, Any], path: Path) -> None:
+    """Seed 003's figures 6-8 in one PNG: the interval between snapshots over time, the predicted
+    and measured recovery over time, and the latency cost, one row per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results["policies"])
+    bound = results["options"]["max_recovery_s"]
+    fig, axes = plt.subplots(len(names), 3, figsize=(15, 3.3 * len(names)), sharex=True, squeeze=False)
+    for row, name in enumerate(names):
+        series = results["series"][name]
+        lo, hi = series["peak_window_s"]
+        _intervals(axes[row, 0], series, name)
+        _recovery(axes[row, 1], series, results["policies"][name], bound)
+        _latency(axes[row, 2], series, results["policies"][name])
+        for ax in axes[row]:
+            ax.axvspan(lo, hi, color="orange", alpha=0.08)
+            for kill in series["kills"]:
+                ax.axvline(kill["at_s"], color="red", linewidth=0.8, linestyle=":")
+    for ax in axes[-1]:
+        ax.set_xlabel("seconds into the trace (shaded: peak; dotted: SIGKILL)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _intervals(ax, series: dict[str, Any], name: str) -> None:
+    """Fig. 6: seconds between a channel's consecutive snapshots, with the input rate behind."""
+    by_channel: dict[int, list[float]] = {}
+    for snapshot in series["snapshots"]:
+        by_channel.setdefault(snapshot["channel"], []).append(snapshot["at_s"])
+    for channel, times in sorted(by_channel.items()):
+        ax.plot(times[1:], [b - a for a, b in zip(times, times[1:])], marker="o", markersize=3, label=f"ch {channel}")
+    ax.set_ylabel("s between snapshots")
+    ax.set_title(f"{name}: snapshot intervals", fontsize="medium")
+    rate = ax.twinx()
+    rate.plot(range(len(series["sent_per_second"])), series["sent_per_second"], color="grey", alpha=0.4)
+    rate.set_ylabel("lines/s sent", color="grey")
+    ax.legend(fontsize="x-small", loc="upper left")
+
+
+def _recovery(ax, series: dict[str, Any], summary: dict[str, Any], bound: float) -> None:
+    """Fig. 7: the recovery the policy predicts after each batch, and each measured recovery."""
+    points = [(b["end_s"], b["predicted_recovery_s"]) for b in series["batches"] if b["predicted_recovery_s"]]
+    if points:
+        ax.plot(*zip(*points), linewidth=0.8, label="predicted (max channel)")
+    measured = [(r["kill_at_s"], r["recovery_s"]) for r in summary["recoveries"] if r["recovery_s"] is not None]
+    if measured:
+        ax.scatter(*zip(*measured), color="red", zorder=3, label="measured after SIGKILL")
+    ax.axhline(bound, color="black", linestyle="--", linewidth=1, label="bound")
+    ax.set_ylabel("recovery s")
+    worst = summary["max_recovery_s_measured"]
+    ax.set_title(f"recovery (worst measured {worst:.2f} s)" if worst else "recovery", fontsize="medium")
+    ax.legend(fontsize="x-small", loc="upper left")
+
+
+def _latency(ax, series: dict[str, Any], summary: dict[str, Any]) -> None:
+    """Fig. 8: the latency cost, p99 probe latency per second."""
+    p99 = series["p99_per_second_ms"]
+    ax.plot(range(len(p99)), p99, linewidth=0.8)
+    ax.set_yscale("symlog")
+    ax.set_ylabel("p99 probe latency ms")
+    peak = summary["peak_p99_ms"]
+    ax.set_title(f"latency (peak p99 {peak:.0f} ms, undisturbed)" if peak else "latency", fontsize="medium")

@@ -1,0 +1,180 @@
+"""Channel snapshots, decided and written by the stream's driver (seed 003 on the real stream).
+
+After each committed batch the driver turns every channel's report into a `BatchObservation`
+(its input records = the coverage and the replay, the changelog it wrote, its state size, the
+time its commit and its task took) and asks the stream's `SnapshotPlanner`. A channel told to
+snapshot is queued for `SnapshotWriter`, a thread of the driver that folds the channel's
+durable history up to that batch into a snapshot (`elasticity.state.compaction`) while the
+executors run the next batches: no batch waits for a snapshot, and exactly-once is untouched
+(a snapshot is a fold of records already durable; it appears atomically or not at all).
+
+Rebuilds the executors report (restore and fold times of a working set read back from history)
+teach the policies their restore rate. Migrations and snapshot writes never overlap: the
+runner holds `paused()` while it migrates, and a queued snapshot whose batch version is gone
+(its channel dropped by that rescale) is skipped. A channel's policy outlives a rescale that
+keeps the channel (the keys a migration moves show in its state size from the next batch on);
+a new channel's policy starts from what its history holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from elasticity.snapshots import Backlog, BatchObservation, RestoreObservation, backlog_in_history
+from elasticity.snapshots.planner import SnapshotOptions, SnapshotPlanner
+from elasticity.state import FileHistory, Location
+from elasticity.state.backend import channel_dir_name
+from elasticity.state.compaction import batch_version, snapshot_from_history
+from pipelines.streams.metrics import BatchMetrics, ChannelMetrics, SnapshotRecord
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_ENTRY_BYTES = 40.0
+"""Arrow bytes per state entry assumed until a snapshot of the channel is measured."""
+
+
+@dataclass(frozen=True)
+class SnapshotJob:
+    channel: int
+    batch_id: int
+    rule: str
+
+
+class SnapshotWriter:
+    """A driver thread that writes queued channel snapshots from the durable history."""
+
+    def __init__(self, elastic_root: str, keep_snapshots: int, fence_check: Callable[[], None] | None) -> None:
+        self._channels = Location.of(elastic_root).child("channels")
+        self._keep = keep_snapshots
+        self._fence_check = fence_check
+        self.lock = threading.Lock()
+        """Held while a snapshot is written; a migration holds it to keep snapshots out."""
+        self._jobs: queue.Queue[SnapshotJob | None] = queue.Queue()
+        self._written: list[SnapshotRecord] = []
+        self._written_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="esp-snapshots", daemon=True)
+        self._thread.start()
+
+    def history(self, channel: int) -> FileHistory:
+        return FileHistory(self._channels.child(channel_dir_name(channel)))
+
+    def submit(self, job: SnapshotJob) -> None:
+        self._jobs.put(job)
+
+    def take_written(self) -> list[SnapshotRecord]:
+        """Snapshots written since the last call."""
+        with self._written_lock:
+            written, self._written = self._written, []
+        return written
+
+    def drain(self, timeout_s: float = 60.0) -> None:
+        """Wait until every queued snapshot is written (tests, and a clean stop)."""
+        deadline = time.monotonic() + timeout_s
+        while self._jobs.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                self._write(job)
+            except Exception:  # a snapshot is an optimization: the history stays complete without it
+                log.exception("snapshot of channel %s at batch %s failed", job.channel if job else "?", job)
+            finally:
+                self._jobs.task_done()
+
+    def _write(self, job: SnapshotJob) -> None:
+        with self.lock:
+            history = self.history(job.channel)
+            version = batch_version(history, job.batch_id)
+            if version is None:  # the channel is gone, or never wrote this batch
+                return
+            written = snapshot_from_history(history, version, self._keep, self._fence_check)
+        if written is not None:
+            record = SnapshotRecord(
+                channel=job.channel,
+                batch_id=job.batch_id,
+                entries=written.entries,
+                bytes=written.bytes,
+                changelogs_folded=written.changelogs_folded,
+                write_ms=written.seconds * 1000,
+                rule=job.rule,
+            )
+            with self._written_lock:
+                self._written.append(record)
+
+
+class ChannelSnapshots:
+    """The stream's snapshot policy, fed each batch's channel reports, and its writer."""
+
+    def __init__(
+        self, options: SnapshotOptions, elastic_root: str, fence_check: Callable[[], None] | None = None
+    ) -> None:
+        self.options = options
+        self.writer = SnapshotWriter(elastic_root, options.keep_snapshots, fence_check)
+        self.planner = SnapshotPlanner(options, self._backlog_of)
+        self._entry_bytes: dict[int, float] = {}
+
+    def _state_bytes(self, channel: int, entries: int) -> int:
+        return int(entries * self._entry_bytes.get(channel, _DEFAULT_ENTRY_BYTES))
+
+    def _backlog_of(self, channel: int) -> Backlog:
+        """What a channel's history holds when its policy starts (driver start, a new channel)."""
+        history = self.writer.history(channel)
+        snapshots = history.snapshot_versions()
+        entries = history.read_snapshot(max(snapshots)).num_rows if snapshots else 0
+        return backlog_in_history(history, self._state_bytes(channel, entries))
+
+    def after_batch(self, metrics: BatchMetrics) -> None:
+        """Decide each channel's snapshot after this committed batch; note the decisions and the
+        snapshots written since the last batch in `metrics`."""
+        for written in self.writer.take_written():
+            if written.entries:
+                self._entry_bytes[written.channel] = written.bytes / written.entries
+            metrics.snapshots.append(written)
+        self.planner.keep_only(c.channel for c in metrics.per_channel)
+        for report in metrics.per_channel:
+            if report.rebuild is not None and report.rebuild.snapshot_bytes:
+                restore = RestoreObservation(
+                    snapshot_bytes=report.rebuild.snapshot_bytes, seconds=report.rebuild.restore_ms / 1000
+                )
+                self.planner.observe_restore(report.channel, restore)
+        observations = {r.channel: self._observation(metrics, r) for r in metrics.per_channel}
+        for channel, decision in self.planner.decide(observations).items():
+            report = next(r for r in metrics.per_channel if r.channel == channel)
+            report.snapshot_rule = decision.rule
+            report.predicted_recovery_s = decision.recovery.total_s
+            if decision.take:
+                self.writer.submit(SnapshotJob(channel, metrics.batch_id, decision.rule))
+
+    def _observation(self, metrics: BatchMetrics, report: ChannelMetrics) -> BatchObservation:
+        return BatchObservation(
+            batch_id=metrics.batch_id,
+            time_s=metrics.wall_time,
+            records=report.records,
+            changelog_entries=report.keys_in,
+            state_bytes=self._state_bytes(report.channel, report.state_keys),
+            fold_s=report.commit_ms / 1000 if report.commit_ms is not None else None,
+            process_s=report.proc_ms / 1000 if report.commit_ms is not None else None,
+        )
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No snapshot is written inside this block (a migration runs in it)."""
+        with self.writer.lock:
+            yield
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,114 @@
+"""The driver's channel snapshots: decided from each batch's channel reports, written from the
+durable history by a thread of the driver, reported with the next batch; held off while a
+migration runs; never written into a channel a rescale dropped."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from elasticity.snapshots.planner import SnapshotOptions
+from elasticity.state import FileHistory, Int64Codec, RocksBackend
+from pipelines.streams.metrics import BatchMetrics, ChannelMetrics, RebuildReport
+from pipelines.streams.snapshots import ChannelSnapshots
+
+
+def _batch(backend: RocksBackend, channels: list[int], batch_id: int, keys: int = 40) -> BatchMetrics:
+    reports = []
+    for channel in channels:
+        store = backend.open(channel)
+        with store.begin(batch_id) as tx:
+            for k in range(keys):
+                tx.put(f"c{channel}k{k}", batch_id)
+        reports.append(
+            ChannelMetrics(channel, records=keys * 10, keys_in=keys, proc_ms=20.0, state_keys=len(store), commit_ms=1.0)
+        )
+    return BatchMetrics("s", batch_id, 1, len(channels), wall_time=float(batch_id), per_channel=reports)
+
+
+def _history(tmp_path: Path, channel: int) -> FileHistory:
+    return FileHistory.at(str(tmp_path / "durable" / "channels" / f"channel={channel}"))
+
+
+def test_the_fixed_period_snapshots_each_channel_and_reports_it_with_the_next_batch(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    snapshots = ChannelSnapshots(SnapshotOptions.choose("fixed", period_s=3), str(tmp_path / "durable"))
+    try:
+        for batch_id in range(5):
+            metrics = _batch(backend, [0, 1], batch_id)
+            snapshots.after_batch(metrics)
+            snapshots.writer.drain()
+            if batch_id == 3:
+                assert [c.snapshot_rule for c in metrics.per_channel] == ["fixed_period", "fixed_period"]
+            if batch_id == 4:
+                assert sorted((s.channel, s.batch_id) for s in metrics.snapshots) == [(0, 3), (1, 3)]
+                assert all(s.entries == 40 and s.rule == "fixed_period" for s in metrics.snapshots)
+        assert [v.batch for v in _history(tmp_path, 0).snapshot_versions()] == [3]
+    finally:
+        snapshots.close()
+
+
+def test_the_adaptive_policy_snapshots_when_the_recovery_bound_would_be_passed(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    # Folding a changelog of 40 entries takes 0.1 s: the fifth would pass a 0.45 s bound.
+    options = SnapshotOptions.choose("adaptive", max_recovery_s=0.45, period_s=1000)
+    snapshots = ChannelSnapshots(options, str(tmp_path / "durable"))
+    rules = []
+    try:
+        for batch_id in range(8):
+            metrics = _batch(backend, [0], batch_id)
+            metrics.per_channel[0].commit_ms = 100.0
+            metrics.per_channel[0].proc_ms = 1.0
+            snapshots.after_batch(metrics)
+            snapshots.writer.drain()
+            rules.append(metrics.per_channel[0].snapshot_rule)
+            assert metrics.per_channel[0].predicted_recovery_s <= 0.45 + 1e-9
+        assert "recovery" in rules
+        assert _history(tmp_path, 0).snapshot_versions()
+    finally:
+        snapshots.close()
+
+
+def test_a_rebuild_teaches_the_restore_rate(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    snapshots = ChannelSnapshots(SnapshotOptions(), str(tmp_path / "durable"))
+    try:
+        metrics = _batch(backend, [0], 0)
+        metrics.per_channel[0].rebuild = RebuildReport(100, 4_000_000, 2000.0, 0, 0.0)  # 2 MB/s
+        snapshots.after_batch(metrics)
+        policy = snapshots.planner._policy(0)  # noqa: SLF001 (what the policy learned)
+        assert policy.state.tracker.rates.restore.per_s == 2_000_000
+    finally:
+        snapshots.close()
+
+
+def test_no_snapshot_is_written_while_a_migration_holds_the_history(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    snapshots = ChannelSnapshots(SnapshotOptions.choose("fixed", period_s=1), str(tmp_path / "durable"))
+    try:
+        _batch(backend, [0], 0)
+        with snapshots.paused():
+            metrics = _batch(backend, [0], 1)
+            snapshots.after_batch(metrics)
+            snapshots.after_batch(_batch(backend, [0], 2))
+            time.sleep(0.3)
+            assert _history(tmp_path, 0).snapshot_versions() == []
+        snapshots.writer.drain()
+        assert _history(tmp_path, 0).snapshot_versions()
+    finally:
+        snapshots.close()
+
+
+def test_a_queued_snapshot_of_a_channel_the_rescale_dropped_is_skipped(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    snapshots = ChannelSnapshots(SnapshotOptions.choose("fixed", period_s=1), str(tmp_path / "durable"))
+    try:
+        with snapshots.paused():
+            snapshots.after_batch(_batch(backend, [0, 1], 0))
+            snapshots.after_batch(_batch(backend, [0, 1], 1))
+            backend.drop(1)  # the migration removes channel 1 before the writer gets to it
+        snapshots.writer.drain()
+        assert not (tmp_path / "durable" / "channels" / "channel=1").exists()
+        assert _history(tmp_path, 0).snapshot_versions()
+    finally:
+        snapshots.close()

@@ -1,0 +1,55 @@
+"""A stream's snapshot planner: one policy per channel, started from the channel's history,
+forgotten when a rescale removes the channel; the options a command line names."""
+
+from __future__ import annotations
+
+import pytest
+
+from elasticity.snapshots import Backlog, FixedPeriodPolicy
+from elasticity.snapshots.planner import SnapshotOptions, SnapshotPlanner
+from tests.unit.snapshots.observations import batch
+
+
+def test_each_channel_starts_from_the_backlog_its_history_holds() -> None:
+    asked: list[int] = []
+
+    def backlog_of(channel: int) -> Backlog:
+        asked.append(channel)
+        # Channel 1's history already holds a long backlog: folding it would take 5 s.
+        return Backlog(changelogs=50, changelog_entries=1_000_000 if channel == 1 else 0)
+
+    planner = SnapshotPlanner(SnapshotOptions(), backlog_of)
+    decisions = planner.decide({0: batch(0, 0.0, records=10, entries=10), 1: batch(0, 0.0, records=10, entries=10)})
+
+    assert asked == [0, 1]
+    assert decisions[0].rule != "recovery" and decisions[0].recovery.total_s < 0.01
+    assert decisions[1].take and decisions[1].rule == "recovery"
+    planner.decide({0: batch(1, 1.0), 1: batch(1, 1.0)})
+    assert asked == [0, 1]  # once per channel
+
+
+def test_a_removed_channel_is_forgotten_and_starts_again_from_its_history() -> None:
+    asked: list[int] = []
+    planner = SnapshotPlanner(SnapshotOptions(), lambda c: asked.append(c) or Backlog())
+    planner.decide({0: batch(0, 0.0), 1: batch(0, 0.0)})
+    planner.keep_only([0])
+    assert planner.channels() == [0]
+    planner.decide({0: batch(1, 1.0), 1: batch(1, 1.0)})
+    assert asked == [0, 1, 1]
+
+
+def test_the_fixed_policy_keeps_the_old_cadence_of_25_batches() -> None:
+    options = SnapshotOptions.choose("fixed")
+    planner = SnapshotPlanner(options, lambda c: Backlog())
+    taken = [b for b in range(60) if planner.decide({0: batch(b, float(b))})[0].take]
+    assert taken == [24, 49]
+    assert isinstance(options.new_policy(Backlog()), FixedPeriodPolicy)
+
+
+def test_choose_reads_the_options_a_command_line_names() -> None:
+    assert SnapshotOptions.choose().adaptive.max_recovery_s == 3.0
+    bounded = SnapshotOptions.choose("adaptive", max_recovery_s=0.5, period_s=4)
+    assert (bounded.adaptive.max_recovery_s, bounded.adaptive.period_s) == (0.5, 4)
+    assert SnapshotOptions.choose("fixed", period_s=14).fixed.every_s == 14
+    with pytest.raises(ValueError, match="adaptive"):
+        SnapshotOptions.choose("fixed", max_recovery_s=1.0)
