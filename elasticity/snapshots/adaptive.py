@@ -23,7 +23,8 @@ and one checkpoint per checkpoint period completes the period. How esp reads eac
   batch in flight or the state itself is too big to come back in time), a snapshot cannot
   restore the guarantee and would only add its cost at the peak: the guarantee stands aside and
   says so, the period's rules decide, and admission control (`elasticity.admission`) is the
-  lever that shortens the replay.
+  lever that shortens the replay; only once what a snapshot would remove (the changelogs to
+  fold) passes the bound by itself does the policy snapshot, keeping that part within it.
 - **coverage** (检查点数据覆盖量, the data a checkpoint's pause holds up) is the input records of
   the batch just committed: the snapshot is written before the next batch runs, and the next
   batch's input is arriving at the rate this one's did.
@@ -209,11 +210,19 @@ class AdaptivePolicy:
         bound = self.options.max_recovery_s
         if next_recovery_s > bound and after_snapshot_s <= bound:
             return "recovery", f"recovery would reach {next_recovery_s:.1f} s > {bound:.1f} s before the next chance"
+        avoidable_s = next_recovery_s - after_snapshot_s
+        if next_recovery_s > bound and avoidable_s > bound:
+            # Out of reach, but what a snapshot removes (the changelogs to fold) has grown past
+            # the bound by itself: the policy keeps that part within the bound.
+            return "recovery", (
+                f"bound out of reach ({after_snapshot_s:.1f} s even after a snapshot > {bound:.1f} s), and the "
+                f"{avoidable_s:.1f} s a snapshot removes would pass it before the next chance"
+            )
         rule, reason = self._peak_rules(moment)
         if next_recovery_s > bound:
             # Out of reach: what dominates is the batch in flight or the state itself, which no
             # snapshot shortens (admission control does); snapshotting every batch would only add
-            # its cost at the peak, so the period's rules decide.
+            # its cost at the peak, so the period's rules decide until the avoidable part passes it.
             reason = (
                 f"bound out of reach (recovery {next_recovery_s:.1f} s, {after_snapshot_s:.1f} s even after a "
                 f"snapshot > {bound:.1f} s); {reason}"

@@ -146,3 +146,16 @@ def test_state_round_trips_through_json_and_the_run_continues_identically():
         if i >= 15
     ]
     assert got == expected
+
+
+def test_out_of_reach_the_part_a_snapshot_removes_is_still_kept_within_the_bound():
+    # A fixed 1 s of every recovery (a fresh worker's start) puts a 0.5 s bound out of reach;
+    # folding 1,000 entries/s, the changelogs a snapshot removes pass 0.5 s after ~5 batches of 100.
+    recovery = RecoveryOptions(fold_entries_per_s=1_000, replay_records_per_s=1e9, fixed_s=1.0)
+    policy = AdaptivePolicy(AdaptiveOptions(max_recovery_s=0.5, period_s=1000.0, recovery=recovery))
+    decisions = run(policy, [100] * 20, entries=100)
+    taken = taken_at(decisions)
+    assert [d.rule for d in decisions if d.take][1:] == ["recovery"] * (len(taken) - 1)
+    assert len(taken) >= 3
+    assert all(d.recovery.fold_s <= 0.5 + 1e-9 for d in decisions)
+    assert "a snapshot removes would pass it" in decisions[taken[1]].reason
