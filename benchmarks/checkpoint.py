@@ -139,7 +139,7 @@ class PolicyResult:
     def peak_p99_ms(self) -> float | None:
         """p99 of the per-second p99 probe latency over the peak, disturbed seconds left out."""
         lo, hi = self.peak_window_s
-        values = [v for s, v in enumerate(self.p99_per_second_ms) if lo <= s < hi and not self._disturbed(s)]
+        values = [v for s, v in enumerate(self.p99_per_second_ms) if v > 0 and lo <= s < hi and not self._disturbed(s)]
         return float(np.percentile(values, 99)) if values else None
 
     def _disturbed(self, second: float) -> bool:
@@ -345,7 +345,7 @@ def _batch_point(metrics: Any, started: float) -> dict[str, Any]:
 
 
 def _p99_per_second(metrics: list[Any], started: float, seconds: int) -> list[float]:
-    """p99 probe latency (ms) of the probes that came back in each second (0 when none did)."""
+    """p99 probe latency (ms) of the probes that came back in each second (0: none came back)."""
     buckets: list[list[float]] = [[] for _ in range(seconds)]
     for m in metrics:
         second = int(m.wall_time - started)

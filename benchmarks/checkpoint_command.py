@@ -176,9 +176,10 @@ def _recovery(ax, series: dict[str, Any], summary: dict[str, Any], bound: float)
 
 def _latency(ax, series: dict[str, Any], summary: dict[str, Any]) -> None:
     """Fig. 8: the latency cost, p99 probe latency per second."""
-    p99 = series["p99_per_second_ms"]
-    ax.plot(range(len(p99)), p99, linewidth=0.8)
-    ax.set_yscale("symlog")
+    measured = [(second, value) for second, value in enumerate(series["p99_per_second_ms"]) if value > 0]
+    if measured:
+        ax.plot(*zip(*measured), linewidth=0.8, marker=".", markersize=2)
+    ax.set_yscale("log")
     ax.set_ylabel("p99 probe latency ms")
     peak = summary["peak_p99_ms"]
     ax.set_title(f"latency (peak p99 {peak:.0f} ms, undisturbed)" if peak else "latency", fontsize="medium")
