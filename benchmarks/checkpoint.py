@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.spark_runs import last_commit
 from benchmarks.stream_process import start_stream_process, stop_stream_process
 
 Step = Callable[[str], None]
@@ -194,17 +195,9 @@ def _stream_process(
     )
 
 
-def _newest_commit(checkpoint: str) -> int:
-    from elasticity.state import Location
-    from pipelines.streams.metrics import checkpoint_batch_ids
-
-    ids = checkpoint_batch_ids(Location.of(checkpoint).child("commits"))
-    return max(ids) if ids else -1
-
-
 def _wait_for_commit_after(checkpoint: str, batch_id: int, process: subprocess.Popen, timeout_s: float) -> float:
     deadline = time.monotonic() + timeout_s
-    while _newest_commit(checkpoint) <= batch_id:
+    while last_commit(checkpoint) <= batch_id:
         if process.poll() is not None:
             raise RuntimeError(f"the stream exited with {process.returncode} (see its log)")
         if time.monotonic() > deadline:
@@ -263,7 +256,7 @@ def run_policy(
             # also replay a catch-up batch, and the backlogs would pile up).
             ready = not kills or kills[-1].caught_up_at_s is not None
             if ready and next_kill <= elapsed < options.duration_s - 10 and _batch_running(checkpoint):
-                before = _newest_commit(checkpoint)
+                before = last_commit(checkpoint)
                 kill = Kill(at_s=elapsed)
                 stop_stream_process(process, signal.SIGKILL)
                 step(f"{run.name}: killed at {elapsed:.0f} s, restarting")
@@ -319,7 +312,7 @@ def _warm_up(
         if time.monotonic() > deadline or process.poll() is not None:
             raise RuntimeError("the warm-up saw no snapshot (see the stream's log)")
         time.sleep(0.2)
-    before = _newest_commit(checkpoint)
+    before = last_commit(checkpoint)
     stop_stream_process(process, signal.SIGKILL)
     process = start()
     _wait_for_commit_after(checkpoint, before, process, options.timeout_s)
@@ -329,10 +322,9 @@ def _warm_up(
 def _lag(checkpoint: str, bootstrap: str, topic: str) -> int:
     """Records of the topic the stream has not committed yet."""
     from pipelines.kafka_topics import end_offsets
-    from pipelines.streams.metrics import checkpoint_offsets
+    from pipelines.streams.metrics import checkpoint_offsets, kafka_lag
 
-    done = checkpoint_offsets(checkpoint, topic)
-    return sum(max(0, end - done.get(partition, 0)) for partition, end in end_offsets(bootstrap, topic).items())
+    return sum(kafka_lag(end_offsets(bootstrap, topic), checkpoint_offsets(checkpoint, topic)).values())
 
 
 def _batch_running(checkpoint: str) -> bool:
@@ -341,7 +333,7 @@ def _batch_running(checkpoint: str) -> bool:
     from pipelines.streams.metrics import checkpoint_batch_ids
 
     planned = checkpoint_batch_ids(Location.of(checkpoint).child("offsets"))
-    return bool(planned) and max(planned) > _newest_commit(checkpoint)
+    return bool(planned) and max(planned) > last_commit(checkpoint)
 
 
 def _attach_recoveries(kills: list[Kill], metrics: list[Any], started: float) -> None:

@@ -151,9 +151,10 @@ class ChannelSnapshots:
                     snapshot_bytes=report.rebuild.snapshot_bytes, seconds=report.rebuild.restore_ms / 1000
                 )
                 self.planner.observe_restore(report.channel, restore)
-        observations = {r.channel: self._observation(metrics, r) for r in metrics.per_channel}
+        reports = {r.channel: r for r in metrics.per_channel}
+        observations = {channel: self._observation(metrics, r) for channel, r in reports.items()}
         for channel, decision in self.planner.decide(observations).items():
-            report = next(r for r in metrics.per_channel if r.channel == channel)
+            report = reports[channel]
             report.snapshot_rule = decision.rule
             report.predicted_recovery_s = decision.recovery.total_s
             if decision.take:
