@@ -16,14 +16,19 @@ Per policy (a short fixed period, a long fixed period, adaptive), a fresh topic 
    replaying the batch that was in flight: exactly the parts seed 003's model predicts
    (`elasticity.snapshots.recovery`) and the bound applies to;
 4. the cost: p99 probe latency over the peak (the seconds a kill disturbs left out), snapshots
-   written, and their intervals;
+   written, their intervals, and the seconds the driver spent writing them during the peak;
 5. correctness: the results table equals the batch oracle of the whole topic.
+
+With `repetitions` > 1 the three policies run again, round after round (each round in the same
+order, on fresh topics and streams); each figure per policy is then the median over the rounds,
+with its min, max and every round's value beside it (`spread`).
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -97,6 +102,8 @@ class CheckpointBenchOptions:
     """Upper bound of any wait."""
     only: tuple[str, ...] = ("short", "long", "adaptive")
     """The policies to run (all three by default; fewer to calibrate)."""
+    repetitions: int = 1
+    """Rounds of every policy; the figures are medians over the rounds."""
 
     def policies(self) -> list[PolicyRun]:
         runs = {
@@ -118,6 +125,8 @@ class Kill:
     channel_restore_s: dict[int, float] = field(default_factory=dict)
     channel_fold_s: dict[int, float] = field(default_factory=dict)
     channel_folded_entries: dict[int, int] = field(default_factory=dict)
+    channel_fixed_s: dict[int, float] = field(default_factory=dict)
+    """A fresh worker's start (imports) before its rebuild read anything."""
     predicted_s: float | None = None
 
     @property
@@ -170,17 +179,23 @@ class PolicyResult:
                     "channel_restore_s": k.channel_restore_s,
                     "channel_fold_s": k.channel_fold_s,
                     "channel_folded_entries": k.channel_folded_entries,
+                    "channel_fixed_s": k.channel_fixed_s,
                 }
                 for k in self.kills
             ],
             "over_bound": sum(1 for r in measured if r > bound_s),
             "peak_p99_ms": self.peak_p99_ms(),
             "snapshots": len(self.snapshots),
-            "snapshots_in_peak": sum(
-                1 for s in self.snapshots if self.peak_window_s[0] <= s["at_s"] < self.peak_window_s[1]
+            "snapshots_in_peak": len(self._in_peak(self.snapshots)),
+            "snapshot_write_s_in_peak": round(
+                sum(s.get("write_ms", 0.0) for s in self._in_peak(self.snapshots)) / 1000, 3
             ),
             "correct": self.correctness.get("ok"),
         }
+
+    def _in_peak(self, snapshots: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        lo, hi = self.peak_window_s
+        return [s for s in snapshots if lo <= s["at_s"] < hi]
 
 
 def _stream_process(
@@ -357,6 +372,8 @@ def _attach_recoveries(kills: list[Kill], metrics: list[Any], started: float) ->
                 kill.channel_restore_s[channel.channel] = rebuild.restore_ms / 1000
                 kill.channel_fold_s[channel.channel] = rebuild.fold_ms / 1000
                 kill.channel_folded_entries[channel.channel] = rebuild.changelog_entries
+                if rebuild.fixed_ms is not None:
+                    kill.channel_fixed_s[channel.channel] = rebuild.fixed_ms / 1000
 
 
 def _batch_point(metrics: Any, started: float) -> dict[str, Any]:
@@ -384,11 +401,64 @@ def _p99_per_second(metrics: list[Any], started: float, seconds: int) -> list[fl
 def run_checkpoint_benchmark(
     spark, bootstrap: str, config: Path, folder: Path, options: CheckpointBenchOptions, step: Step
 ) -> dict[str, Any]:
-    """Every policy in turn under the same trace; the JSON document of the run."""
+    """Every policy in turn under the same trace, `repetitions` rounds; the JSON document of the run."""
     from benchmarks.spark_runs import machine
 
-    results = [run_policy(spark, bootstrap, config, folder, options, run, step) for run in options.policies()]
-    return {**run_summary_document(results, asdict(options)), "machine": machine()}
+    rounds = []
+    for number in range(options.repetitions):
+        label = f"round {number + 1}/{options.repetitions}: " if options.repetitions > 1 else ""
+        labelled: Step = lambda d, label=label: step(label + d)  # type: ignore[misc]  # noqa: E731
+        rounds.append(
+            [run_policy(spark, bootstrap, config, folder, options, run, labelled) for run in options.policies()]
+        )
+    return {**rounds_document(rounds, asdict(options)), "machine": machine()}
+
+
+MEDIAN_FIGURES = (
+    "max_recovery_s_measured",
+    "over_bound",
+    "peak_p99_ms",
+    "snapshots",
+    "snapshots_in_peak",
+    "snapshot_write_s_in_peak",
+)
+"""The per-policy figures reported as the median over rounds, with their spread."""
+
+
+def rounds_document(rounds: list[list[PolicyResult]], options: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document of several rounds: per policy the median of each figure (the keys of a
+    one-round summary), every round's recoveries, and the spread; the last round's series."""
+    documents = [run_summary_document(results, options) for results in rounds]
+    policies = {}
+    for name in documents[-1]["policies"]:
+        per_round = [d["policies"][name] for d in documents if name in d["policies"]]
+        median = {key: _median([r[key] for r in per_round]) for key in MEDIAN_FIGURES}
+        policies[name] = {
+            **per_round[-1],
+            **median,
+            "recoveries": [{**rec, "round": i + 1} for i, r in enumerate(per_round) for rec in r["recoveries"]],
+            "correct": all(r["correct"] for r in per_round),
+            "over_bound_total": sum(r["over_bound"] for r in per_round),
+            "rounds": len(per_round),
+            "spread": {key: _spread([r[key] for r in per_round]) for key in MEDIAN_FIGURES},
+        }
+    return {
+        "options": options,
+        "policies": policies,
+        "rounds": [d["policies"] for d in documents],
+        "series": documents[-1]["series"],
+        "correct": all(d["correct"] for d in documents),
+    }
+
+
+def _median(values: list[Any]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(statistics.median(known)) if known else None
+
+
+def _spread(values: list[Any]) -> dict[str, Any]:
+    known = [v for v in values if v is not None]
+    return {"min": min(known, default=None), "max": max(known, default=None), "runs": values}
 
 
 def run_summary_document(results: list[PolicyResult], options: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ def checkpoint_command(
     first_kill: float = typer.Option(55.0, min=5.0, help="When the first SIGKILL lands, seconds into the trace."),
     max_offsets: int = typer.Option(6_000, min=100, help="Cap on lines per batch."),
     only: str = typer.Option("short,long,adaptive", help="Policies to run, comma-separated (to calibrate)."),
+    repetitions: int = typer.Option(1, min=1, help="Rounds of every policy; figures are medians over them."),
     json_out: Path = typer.Option(Path("out/bench/checkpoint.json"), "--json", help="Where to write the JSON."),
     png_out: Path | None = typer.Option(None, "--png", help="Plot path (default: next to the JSON, .png)."),
     bootstrap: str | None = typer.Option(None, help="Use this broker instead of starting a private one."),
@@ -56,6 +57,7 @@ def checkpoint_command(
             kill_every_s=kill_every,
             first_kill_s=first_kill,
             only=_policy_names(only),
+            repetitions=repetitions,
         )
         with (
             tempfile.TemporaryDirectory(prefix="esp-bench-checkpoint-") as scratch,
@@ -74,7 +76,7 @@ def checkpoint_command(
         f"{long_period} --peak-rate {peak_rate} --words-per-line {words_per_line} --vocabulary {vocabulary} "
         f"--channels {channels} "
         f"--duration {duration} --kill-every {kill_every} --first-kill {first_kill} --max-offsets {max_offsets} "
-        f"--only {only} --json {json_out}"
+        f"--only {only} --repetitions {repetitions} --json {json_out}"
     )
     write_json(results, json_out)
     png = png_out if png_out is not None else json_out.with_suffix(".png")
@@ -96,23 +98,50 @@ def _policy_names(text: str) -> tuple[str, ...]:
 
 def checkpoint_table(results: dict[str, Any]) -> Table:
     bound = results["options"]["max_recovery_s"]
-    table = Table(title=f"esp bench checkpoint (recovery bound {bound:g} s)")
-    for column in ("policy", "max recovery s", "over bound", "restarts s", "peak p99 ms", "snapshots", "correct"):
+    rounds = len(results.get("rounds", [])) or 1
+    title = f"esp bench checkpoint (recovery bound {bound:g} s" + (
+        f", medians of {rounds} rounds [min–max])" if rounds > 1 else ")"
+    )
+    table = Table(title=title)
+    columns = (
+        "policy",
+        "worst recovery s",
+        "over bound",
+        "restarts s",
+        "peak p99 ms",
+        "snapshots (in peak)",
+        "write s in peak",
+        "correct",
+    )
+    for column in columns:
         table.add_column(column, justify="right")
     for name, summary in results["policies"].items():
         worst = summary["max_recovery_s_measured"]
         colour = "green" if worst is not None and worst <= bound else "red"
         restarts = [r["restart_s"] for r in summary["recoveries"] if r["restart_s"] is not None]
+        spread = summary.get("spread", {})
         table.add_row(
             name,
-            "—" if worst is None else f"[{colour}]{worst:.2f}[/]",
-            f"{summary['over_bound']}/{len(summary['recoveries'])}",
-            ", ".join(f"{r:.0f}" for r in restarts) or "—",
-            "—" if summary["peak_p99_ms"] is None else f"{summary['peak_p99_ms']:.0f}",
-            f"{summary['snapshots']} ({summary['snapshots_in_peak']} in the peak)",
+            f"[{colour}]{_figure(worst, spread.get('max_recovery_s_measured'), '.2f')}[/]",
+            f"{summary.get('over_bound_total', summary['over_bound'])}/{len(summary['recoveries'])}",
+            f"{min(restarts):.0f}–{max(restarts):.0f}" if restarts else "—",
+            _figure(summary["peak_p99_ms"], spread.get("peak_p99_ms"), ".0f"),
+            f"{_figure(summary['snapshots'], spread.get('snapshots'), '.0f')} "
+            f"({_figure(summary['snapshots_in_peak'], spread.get('snapshots_in_peak'), '.0f')})",
+            _figure(summary.get("snapshot_write_s_in_peak"), spread.get("snapshot_write_s_in_peak"), ".2f"),
             str(summary["correct"]),
         )
     return table
+
+
+def _figure(value: float | None, spread: dict[str, Any] | None, fmt: str) -> str:
+    """A median with its [min–max] when there were several rounds."""
+    if value is None:
+        return "—"
+    text = format(value, fmt)
+    if spread and len(spread.get("runs", [])) > 1 and spread["min"] is not None:
+        text += f" [{format(spread['min'], fmt)}–{format(spread['max'], fmt)}]"
+    return text
 
 
 def plot_checkpoint(results: dict[str, Any], path: Path) -> None:

@@ -276,6 +276,25 @@ class WorkerStores:
 
 
 _WORKER_STORES: dict[StageSpec, WorkerStores] = {}
+_WORKER_WARM = False
+
+
+def warm_worker() -> float | None:
+    """A fresh Python worker's one-time start, done first and timed apart; None once warm.
+
+    pyarrow imports pandas on its first conversion (~0.9 s on the reference machine): left to
+    happen inside the first rebuild, it would read as a slow restore of whatever snapshot came
+    first, and the snapshot policy would learn a restore rate ten times too slow. Timed here,
+    it is the recovery model's fixed part (`elasticity.snapshots.recovery`)."""
+    global _WORKER_WARM
+    if _WORKER_WARM:
+        return None
+    started = time.perf_counter()
+    import pandas  # noqa: F401  (what pyarrow's first conversion would import)
+
+    pa.array([0]).to_numpy()
+    _WORKER_WARM = True
+    return time.perf_counter() - started
 
 
 def worker_stores(spec: StageSpec) -> WorkerStores:
@@ -346,6 +365,7 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
         from pyspark import TaskContext
 
         started = time.perf_counter()
+        warmup_s = warm_worker()
         layout = Layout.from_json(layout_json)
         channel = layout.channels[TaskContext.get().partitionId()]
         received = list(batches)
@@ -383,7 +403,8 @@ def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], ba
             top_key_records=max(increments, default=0),
             open_ms=open_ms,
             commit_ms=applied.commit_s * 1000 if applied.commit_s is not None else None,
-            rebuild=RebuildReport.of(rebuilt) if rebuilt is not None else None,
+            rebuild=RebuildReport.of(rebuilt, warmup_s) if rebuilt is not None else None,
+            warmup_ms=warmup_s * 1000 if warmup_s is not None else None,
         )
         reports.add({(batch_id, channel): report})
         yield pa.RecordBatch.from_arrays(

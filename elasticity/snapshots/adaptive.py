@@ -52,6 +52,7 @@ from elasticity.snapshots.recovery import (
     Backlog,
     BatchObservation,
     RecoveryOptions,
+    RecoveryRates,
     RecoveryTracker,
     RestoreObservation,
 )
@@ -127,6 +128,10 @@ class AdaptivePolicy:
     def __init__(self, options: AdaptiveOptions | None = None, state: AdaptiveState | None = None) -> None:
         self.options = options or AdaptiveOptions()
         self.state = state or AdaptiveState(tracker=RecoveryTracker.start(self.options.recovery))
+
+    @property
+    def rates(self) -> RecoveryRates:
+        return self.state.tracker.rates
 
     def observe_restore(self, restore: RestoreObservation) -> None:
         tracker = self.state.tracker.after_restore(restore, self.options.recovery)

@@ -2,7 +2,8 @@
 
 The stream's driver reports each committed batch as one `BatchObservation` per channel; the
 planner keeps one `SnapshotPolicy` per channel (adaptive by default, a fixed period for
-comparison), starts a new channel's policy from the backlog its history already holds, and
+comparison), starts a new channel's policy from the backlog its history already holds and from
+the rates learned before (`LearnedRates`, which the caller keeps across driver restarts), and
 forgets channels a rescale removed. Pure: the caller writes the snapshots it is told to take.
 """
 
@@ -21,7 +22,14 @@ from elasticity.snapshots.policy import (
     SnapshotDecision,
     SnapshotPolicy,
 )
-from elasticity.snapshots.recovery import Backlog, BatchObservation, RecoveryTracker, RestoreObservation
+from elasticity.snapshots.recovery import (
+    Backlog,
+    BatchObservation,
+    LearnedRates,
+    RecoveryRates,
+    RecoveryTracker,
+    RestoreObservation,
+)
 
 
 def _default_fixed() -> FixedPeriodOptions:
@@ -65,28 +73,38 @@ class SnapshotOptions(BaseModel):
         knobs = {"max_recovery_s": max_recovery_s, "period_s": period_s}
         return cls(adaptive=AdaptiveOptions(**{k: v for k, v in knobs.items() if v is not None}))
 
-    def new_policy(self, backlog: Backlog) -> SnapshotPolicy:
-        """A channel's policy, starting from the backlog its durable history holds."""
+    def new_policy(self, backlog: Backlog, rates: RecoveryRates | None = None) -> SnapshotPolicy:
+        """A channel's policy, starting from the backlog its durable history holds and from
+        `rates` learned earlier (the priors without them)."""
         if self.policy == "adaptive":
-            tracker = RecoveryTracker.start(self.adaptive.recovery, backlog)
+            tracker = RecoveryTracker.start(self.adaptive.recovery, backlog, rates)
             return AdaptivePolicy(self.adaptive, AdaptiveState(tracker=tracker))
-        tracker = RecoveryTracker.start(self.fixed.recovery, backlog)
+        tracker = RecoveryTracker.start(self.fixed.recovery, backlog, rates)
         return FixedPeriodPolicy(self.fixed, FixedPeriodState(tracker=tracker))
 
 
 class SnapshotPlanner:
     """A `SnapshotPolicy` per channel of one stream."""
 
-    def __init__(self, options: SnapshotOptions, backlog_of: Callable[[int], Backlog]) -> None:
+    def __init__(
+        self, options: SnapshotOptions, backlog_of: Callable[[int], Backlog], learned: LearnedRates | None = None
+    ) -> None:
         self.options = options
         self._backlog_of = backlog_of
+        self._earlier = learned or LearnedRates()
         self._policies: dict[int, SnapshotPolicy] = {}
 
     def _policy(self, channel: int) -> SnapshotPolicy:
         policy = self._policies.get(channel)
         if policy is None:
-            policy = self._policies[channel] = self.options.new_policy(self._backlog_of(channel))
+            rates = self.learned().for_channel(channel)
+            policy = self._policies[channel] = self.options.new_policy(self._backlog_of(channel), rates)
         return policy
+
+    def learned(self) -> LearnedRates:
+        """The rates to keep across a driver restart: the live channels' own, else the earlier ones."""
+        live = {channel: policy.rates for channel, policy in self._policies.items()}
+        return LearnedRates(channels=live or dict(self._earlier.channels))
 
     def observe_restore(self, channel: int, restore: RestoreObservation) -> None:
         self._policy(channel).observe_restore(restore)

@@ -22,6 +22,7 @@ from elasticity.snapshots.recovery import (
     BatchObservation,
     RecoveryOptions,
     RecoveryPrediction,
+    RecoveryRates,
     RecoveryTracker,
     RestoreObservation,
 )
@@ -60,6 +61,11 @@ class SnapshotPolicy(Protocol):
     def decide(self, batch: BatchObservation) -> SnapshotDecision: ...
 
     def observe_restore(self, restore: RestoreObservation) -> None: ...
+
+    @property
+    def rates(self) -> RecoveryRates:
+        """The recovery model's rates learned so far (kept across driver restarts)."""
+        ...
 
 
 def recovery_after(
@@ -101,6 +107,10 @@ class FixedPeriodPolicy:
     def __init__(self, options: FixedPeriodOptions, state: FixedPeriodState | None = None) -> None:
         self.options = options
         self.state = state or FixedPeriodState(tracker=RecoveryTracker.start(options.recovery))
+
+    @property
+    def rates(self) -> RecoveryRates:
+        return self.state.tracker.rates
 
     def observe_restore(self, restore: RestoreObservation) -> None:
         tracker = self.state.tracker.after_restore(restore, self.options.recovery)

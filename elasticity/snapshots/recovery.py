@@ -4,7 +4,7 @@ Seed 003 (adaptive checkpointing, §2.3.3 节点故障恢复 and its 恢复时�
 recovery into reading the newest checkpoint back (处理状态恢复) and replaying what the upstream
 kept since (上游数据重演). A channel of esp comes back the same way, in three measured parts:
 
-    recovery_s = fixed_s
+    recovery_s = fixed_s                                    a fresh worker's start (imports)
                + snapshot_bytes   / restore_bytes_per_s    restore the newest snapshot
                + changelog_entries / fold_entries_per_s    fold every changelog after it
                + in_flight_records / replay_records_per_s  replay the uncommitted batch from Kafka
@@ -12,9 +12,13 @@ kept since (上游数据重演). A channel of esp comes back the same way, in th
 The three rates are learned online, each as an exponentially weighted mean, from observations
 the stream reports anyway: a batch's commit applies its changelog to the working set (exactly the
 work a recovery does to fold it), a batch's processing is the work of replaying it, and a restore
-after a crash or on a rescale receiver measures the restore rate. Until a rate has a sample it is
-the prior of `RecoveryOptions`. A rate is the ratio of the weighted means of amount and seconds,
-not a mean of ratios, so a three-record batch dominated by fixed overhead does not swing it.
+after a crash or on a rescale receiver measures the restore rate. The fixed part is learned apart
+from the rates, from the start-up a fresh Python worker reports before it reads anything (on this
+machine ~0.9 s, pyarrow importing pandas): counted in the restore rate it would make a small
+snapshot look slow and the model over-predict every large one. Until a rate has a sample it is
+the prior of `RecoveryOptions`; learned rates outlive a driver restart (`LearnedRates`). A rate
+is the ratio of the weighted means of amount and seconds, not a mean of ratios, so a
+three-record batch dominated by fixed overhead does not swing it.
 
 Everything here is immutable and JSON-serializable; `AdaptivePolicy` (`adaptive.py`) and
 `FixedPeriodPolicy` (`policy.py`) keep a `RecoveryTracker` per channel.
@@ -47,7 +51,7 @@ class RecoveryOptions(_Frozen):
         50_000, gt=0, description="Replay rate (input records/s) assumed until a batch's processing is measured."
     )
     fixed_s: float = Field(
-        0.0, ge=0, description="Constant part of every recovery (opening the store, reconnecting to Kafka)."
+        0.0, ge=0, description="Constant part of every recovery assumed until a fresh worker's start is measured."
     )
 
 
@@ -84,12 +88,25 @@ class RateEstimate(_Frozen):
         return amount / self.per_s if amount > 0 else 0.0
 
 
+class FixedCost(_Frozen):
+    """The constant part of a recovery: a weighted mean of measured fresh-worker starts."""
+
+    seconds: float = Field(0.0, ge=0, description="Weighted mean seconds (the prior while `samples` is 0).")
+    samples: int = Field(0, ge=0, description="Starts measured so far.")
+
+    def learned(self, seconds: float, smoothing: float) -> FixedCost:
+        if self.samples == 0:
+            return FixedCost(seconds=seconds, samples=1)
+        return FixedCost(seconds=(1.0 - smoothing) * self.seconds + smoothing * seconds, samples=self.samples + 1)
+
+
 class RecoveryRates(_Frozen):
-    """The three measured rates of one channel."""
+    """The three measured rates of one channel, and the fixed part."""
 
     restore: RateEstimate = Field(description="Snapshot bytes restored per second.")
     fold: RateEstimate = Field(description="Changelog entries folded into the working set per second.")
     replay: RateEstimate = Field(description="Input records replayed (processed) per second.")
+    fixed: FixedCost = Field(default_factory=FixedCost, description="A fresh worker's start, before it reads state.")
 
     @classmethod
     def priors(cls, options: RecoveryOptions) -> RecoveryRates:
@@ -97,7 +114,30 @@ class RecoveryRates(_Frozen):
             restore=RateEstimate.prior(options.restore_bytes_per_s),
             fold=RateEstimate.prior(options.fold_entries_per_s),
             replay=RateEstimate.prior(options.replay_records_per_s),
+            fixed=FixedCost(seconds=options.fixed_s),
         )
+
+    @property
+    def samples(self) -> int:
+        """Observations behind these rates (0: all priors)."""
+        return self.restore.samples + self.fold.samples + self.replay.samples + self.fixed.samples
+
+
+class LearnedRates(_Frozen):
+    """Every channel's learned rates, kept across driver restarts (JSON round-trips).
+
+    A restarted driver's policies start from these instead of the priors, so the first decisions
+    after a crash (when a recovery is most likely to come again) already know this machine. A
+    channel without its own rates (a rescale created it) starts from the best-learned channel's:
+    the rates belong to the job and the machine more than to a key range."""
+
+    channels: dict[int, RecoveryRates] = Field(default_factory=dict)
+
+    def for_channel(self, channel: int) -> RecoveryRates | None:
+        own = self.channels.get(channel)
+        if own is not None:
+            return own
+        return max(self.channels.values(), key=lambda rates: rates.samples, default=None)
 
 
 class Backlog(_Frozen):
@@ -169,10 +209,13 @@ class BatchObservation(_Frozen):
 
 
 class RestoreObservation(_Frozen):
-    """A measured snapshot restore (after a crash, on a fresh worker or a rescale receiver)."""
+    """A measured rebuild (after a crash, on a fresh worker or a rescale receiver)."""
 
-    snapshot_bytes: int = Field(ge=0, description="Size of the restored snapshot.")
-    seconds: float = Field(ge=0, description="Time the restore took.")
+    snapshot_bytes: int = Field(ge=0, description="Size of the restored snapshot (0: none, nothing to learn).")
+    seconds: float = Field(ge=0, description="Time the snapshot's restore took.")
+    fixed_s: float | None = Field(
+        None, ge=0, description="The fresh worker's start before it read anything (None: the worker was warm)."
+    )
 
 
 class RecoveryTracker(_Frozen):
@@ -182,8 +225,11 @@ class RecoveryTracker(_Frozen):
     backlog: Backlog = Field(default_factory=Backlog)
 
     @classmethod
-    def start(cls, options: RecoveryOptions, backlog: Backlog | None = None) -> RecoveryTracker:
-        return cls(rates=RecoveryRates.priors(options), backlog=backlog or Backlog())
+    def start(
+        cls, options: RecoveryOptions, backlog: Backlog | None = None, rates: RecoveryRates | None = None
+    ) -> RecoveryTracker:
+        """A tracker from `rates` learned earlier (the priors without them)."""
+        return cls(rates=rates or RecoveryRates.priors(options), backlog=backlog or Backlog())
 
     def after_batch(self, batch: BatchObservation, options: RecoveryOptions) -> RecoveryTracker:
         """Learn the batch's fold and replay rates; its changelog joins the backlog."""
@@ -201,8 +247,13 @@ class RecoveryTracker(_Frozen):
         )
 
     def after_restore(self, restore: RestoreObservation, options: RecoveryOptions) -> RecoveryTracker:
-        learned = self.rates.restore.learned(restore.snapshot_bytes, restore.seconds, options.smoothing)
-        return self.model_copy(update={"rates": self.rates.model_copy(update={"restore": learned})})
+        """Learn the restore rate (if a snapshot was read) and the fixed part (if the worker was fresh)."""
+        learned: dict[str, RateEstimate | FixedCost] = {
+            "restore": self.rates.restore.learned(restore.snapshot_bytes, restore.seconds, options.smoothing)
+        }
+        if restore.fixed_s is not None:
+            learned["fixed"] = self.rates.fixed.learned(restore.fixed_s, options.smoothing)
+        return self.model_copy(update={"rates": self.rates.model_copy(update=learned)})
 
     def after_snapshot(self, snapshot_bytes: int) -> RecoveryTracker:
         """A snapshot now stands in for every changelog so far."""
@@ -217,5 +268,5 @@ class RecoveryTracker(_Frozen):
             restore_s=self.rates.restore.seconds_for(backlog.snapshot_bytes),
             fold_s=self.rates.fold.seconds_for(backlog.changelog_entries),
             replay_s=self.rates.replay.seconds_for(in_flight_records),
-            fixed_s=options.fixed_s,
+            fixed_s=self.rates.fixed.seconds,
         )

@@ -29,16 +29,19 @@ class RebuildReport:
     restore_ms: float
     changelog_entries: int
     fold_ms: float
+    fixed_ms: float | None = None
+    """The fresh Python worker's start before it read anything (None: the worker was warm)."""
 
     @classmethod
-    def of(cls, timing: Any) -> RebuildReport:
-        """From the store's `RestoreTiming`."""
+    def of(cls, timing: Any, fixed_s: float | None = None) -> RebuildReport:
+        """From the store's `RestoreTiming`, and the worker's start if it was fresh."""
         return cls(
             snapshot_entries=timing.snapshot_entries,
             snapshot_bytes=timing.snapshot_bytes,
             restore_ms=timing.restore_s * 1000,
             changelog_entries=timing.changelog_entries,
             fold_ms=timing.fold_s * 1000,
+            fixed_ms=fixed_s * 1000 if fixed_s is not None else None,
         )
 
 
@@ -58,6 +61,8 @@ class ChannelMetrics:
     """Time the commit spent applying the batch's changelog to the working set (None: a replay)."""
     rebuild: RebuildReport | None = None
     """Set when the working set was rebuilt from history in this batch."""
+    warmup_ms: float | None = None
+    """Set in a fresh Python worker's first task: its one-time start (imports) before anything else."""
     snapshot_rule: str | None = None
     """The snapshot policy's rule after this batch (`elasticity.snapshots`); the driver fills it in."""
     predicted_recovery_s: float | None = None

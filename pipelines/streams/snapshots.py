@@ -8,10 +8,13 @@ durable history up to that batch into a snapshot (`elasticity.state.compaction`)
 executors run the next batches: no batch waits for a snapshot, and exactly-once is untouched
 (a snapshot is a fold of records already durable; it appears atomically or not at all).
 
-Rebuilds the executors report (restore and fold times of a working set read back from history)
-teach the policies their restore rate. Migrations and snapshot writes never overlap: the
-runner holds `paused()` while it migrates, and a queued snapshot whose batch version is gone
-(its channel dropped by that rescale) is skipped. A channel's policy outlives a rescale that
+Rebuilds the executors report (restore and fold times of a working set read back from history,
+and a fresh worker's start apart from them) teach the policies their restore rate and fixed part.
+The learned rates are kept in the elastic folder (`RATES_DOCUMENT`), so a restarted driver, the
+moment a recovery is most likely to come again, predicts with them instead of the priors.
+Migrations and snapshot writes never overlap: the runner holds `paused()` while it migrates,
+and a queued snapshot whose batch version is gone (its channel dropped by that rescale) is
+skipped. A channel's policy outlives a rescale that
 keeps the channel (the keys a migration moves show in its state size from the next batch on);
 a new channel's policy starts from what its history holds.
 """
@@ -26,17 +29,24 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from elasticity.snapshots import Backlog, BatchObservation, RestoreObservation, backlog_in_history
+from elasticity.snapshots import Backlog, BatchObservation, LearnedRates, RestoreObservation, backlog_in_history
 from elasticity.snapshots.planner import SnapshotOptions, SnapshotPlanner
 from elasticity.state import FileHistory, Location
 from elasticity.state.backend import channel_dir_name
 from elasticity.state.compaction import batch_version, snapshot_from_history
+from elasticity.state.files import CorruptFile
 from pipelines.streams.metrics import BatchMetrics, ChannelMetrics, SnapshotRecord
 
 log = logging.getLogger(__name__)
 
 _DEFAULT_ENTRY_BYTES = 40.0
 """Arrow bytes per state entry assumed until a snapshot of the channel is measured."""
+
+RATES_DOCUMENT = "recovery-rates.json"
+"""In the elastic folder: every channel's learned recovery rates (`LearnedRates`)."""
+
+SAVE_RATES_EVERY_S = 10.0
+"""The learned rates are written at most this often (and at once after a rebuild taught them)."""
 
 
 @dataclass(frozen=True)
@@ -124,8 +134,10 @@ class ChannelSnapshots:
     ) -> None:
         self.options = options
         self.writer = SnapshotWriter(elastic_root, options.keep_snapshots, fence_check)
-        self.planner = SnapshotPlanner(options, self._backlog_of)
+        self._root = Location.of(elastic_root)
+        self.planner = SnapshotPlanner(options, self._backlog_of, load_rates(self._root))
         self._entry_bytes: dict[int, float] = {}
+        self._rates_saved_at: float | None = None
 
     def _state_bytes(self, channel: int, entries: int) -> int:
         return int(entries * self._entry_bytes.get(channel, _DEFAULT_ENTRY_BYTES))
@@ -145,12 +157,9 @@ class ChannelSnapshots:
                 self._entry_bytes[written.channel] = written.bytes / written.entries
             metrics.snapshots.append(written)
         self.planner.keep_only(c.channel for c in metrics.per_channel)
-        for report in metrics.per_channel:
-            if report.rebuild is not None and report.rebuild.snapshot_bytes:
-                restore = RestoreObservation(
-                    snapshot_bytes=report.rebuild.snapshot_bytes, seconds=report.rebuild.restore_ms / 1000
-                )
-                self.planner.observe_restore(report.channel, restore)
+        rebuilt = [r for r in metrics.per_channel if r.rebuild is not None]
+        for report in rebuilt:
+            self.planner.observe_restore(report.channel, _restore_of(report))
         reports = {r.channel: r for r in metrics.per_channel}
         observations = {channel: self._observation(metrics, r) for channel, r in reports.items()}
         for channel, decision in self.planner.decide(observations).items():
@@ -159,6 +168,17 @@ class ChannelSnapshots:
             report.predicted_recovery_s = decision.recovery.total_s
             if decision.take:
                 self.writer.submit(SnapshotJob(channel, metrics.batch_id, decision.rule))
+        self._save_rates(force=bool(rebuilt))
+
+    def _save_rates(self, force: bool) -> None:
+        now = time.monotonic()
+        if not force and self._rates_saved_at is not None and now - self._rates_saved_at < SAVE_RATES_EVERY_S:
+            return
+        try:
+            self._root.publish_bytes(RATES_DOCUMENT, self.planner.learned().model_dump_json().encode())
+        except OSError:  # the rates are an optimization: a stream never fails for them
+            log.warning("could not keep the learned recovery rates in %s", self._root.file(RATES_DOCUMENT))
+        self._rates_saved_at = now
 
     def _observation(self, metrics: BatchMetrics, report: ChannelMetrics) -> BatchObservation:
         return BatchObservation(
@@ -168,7 +188,7 @@ class ChannelSnapshots:
             changelog_entries=report.keys_in,
             state_bytes=self._state_bytes(report.channel, report.state_keys),
             fold_s=report.commit_ms / 1000 if report.commit_ms is not None else None,
-            process_s=report.proc_ms / 1000 if report.commit_ms is not None else None,
+            process_s=_processing_s(report) if report.commit_ms is not None else None,
         )
 
     @contextmanager
@@ -179,3 +199,31 @@ class ChannelSnapshots:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def load_rates(root: Location) -> LearnedRates | None:
+    """The rates a previous driver learned (None: none kept, or unreadable: start from the priors)."""
+    if not root.exists(RATES_DOCUMENT):
+        return None
+    try:
+        return LearnedRates.model_validate_json(root.read_bytes(RATES_DOCUMENT))
+    except (CorruptFile, ValueError) as error:
+        log.warning("ignoring the learned recovery rates in %s: %s", root.file(RATES_DOCUMENT), error)
+        return None
+
+
+def _restore_of(report: ChannelMetrics) -> RestoreObservation:
+    rebuild = report.rebuild
+    assert rebuild is not None
+    return RestoreObservation(
+        snapshot_bytes=rebuild.snapshot_bytes,
+        seconds=rebuild.restore_ms / 1000,
+        fixed_s=rebuild.fixed_ms / 1000 if rebuild.fixed_ms is not None else None,
+    )
+
+
+def _processing_s(report: ChannelMetrics) -> float:
+    """The task's time on its records: what a replay of them repeats. A rebuild in the task and a
+    fresh worker's start are the recovery's other parts, learned apart."""
+    other_ms = report.open_ms + (report.warmup_ms or 0.0)
+    return max(report.proc_ms - other_ms, 0.0) / 1000

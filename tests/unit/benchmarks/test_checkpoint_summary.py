@@ -68,3 +68,22 @@ def test_the_document_renders_as_a_table_and_a_png(tmp_path) -> None:
     checkpoint_table(results)
     plot_checkpoint(results, tmp_path / "checkpoint.png")
     assert (tmp_path / "checkpoint.png").stat().st_size > 10_000
+
+
+def test_several_rounds_report_medians_with_their_spread_and_every_recovery() -> None:
+    from benchmarks.checkpoint import rounds_document
+
+    def round_with(recovery_s: float, p99: float) -> list[PolicyResult]:
+        result = _result([Kill(at_s=30.0, back_at_s=35.0, caught_up_at_s=39.0, channel_recovery_s={0: recovery_s})])
+        result.p99_per_second_ms = [p99] * 60
+        return [result]
+
+    document = rounds_document(
+        [round_with(0.9, 100.0), round_with(1.5, 300.0), round_with(1.1, 200.0)], {"max_recovery_s": 1.0}
+    )
+    summary = document["policies"]["fixed 14 s"]
+    assert summary["max_recovery_s_measured"] == 1.1 and summary["peak_p99_ms"] == 200.0
+    assert summary["spread"]["max_recovery_s_measured"] == {"min": 0.9, "max": 1.5, "runs": [0.9, 1.5, 1.1]}
+    assert [r["round"] for r in summary["recoveries"]] == [1, 2, 3]
+    assert summary["over_bound_total"] == 2 and summary["rounds"] == 3 and document["correct"]
+    assert "rounds 3" not in checkpoint_table(document).title and "medians of 3" in checkpoint_table(document).title

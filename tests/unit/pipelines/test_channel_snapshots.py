@@ -112,3 +112,49 @@ def test_a_queued_snapshot_of_a_channel_the_rescale_dropped_is_skipped(tmp_path:
         assert _history(tmp_path, 0).snapshot_versions()
     finally:
         snapshots.close()
+
+
+def test_learned_rates_outlive_the_driver(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    options = SnapshotOptions.choose("fixed", period_s=1000)
+    first = ChannelSnapshots(options, str(tmp_path / "durable"))
+    try:
+        metrics = _batch(backend, [0], 0)
+        # A fresh worker: 900 ms of start, then 4 MB restored in 100 ms.
+        metrics.per_channel[0].rebuild = RebuildReport(100, 4_000_000, 100.0, 0, 0.0, fixed_ms=900.0)
+        metrics.per_channel[0].warmup_ms = 900.0
+        first.after_batch(metrics)
+    finally:
+        first.close()
+    restarted = ChannelSnapshots(options, str(tmp_path / "durable"))
+    try:
+        rates = restarted.planner._policy(0).rates  # noqa: SLF001 (what the new driver starts from)
+        assert rates.fixed.seconds == 0.9 and rates.restore.per_s == 40_000_000
+    finally:
+        restarted.close()
+
+
+def test_a_damaged_rates_document_is_ignored(tmp_path: Path) -> None:
+    from pipelines.streams.snapshots import RATES_DOCUMENT
+
+    (tmp_path / "durable").mkdir()
+    (tmp_path / "durable" / RATES_DOCUMENT).write_bytes(b"{not json")
+    snapshots = ChannelSnapshots(SnapshotOptions(), str(tmp_path / "durable"))
+    try:
+        assert snapshots.planner._policy(0).rates.samples == 0  # noqa: SLF001 (the priors)
+    finally:
+        snapshots.close()
+
+
+def test_the_replay_rate_leaves_out_the_rebuild_and_the_workers_start(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    snapshots = ChannelSnapshots(SnapshotOptions.choose("fixed", period_s=1000), str(tmp_path / "durable"))
+    try:
+        metrics = _batch(backend, [0], 0)  # 400 records
+        report = metrics.per_channel[0]
+        report.proc_ms, report.open_ms, report.warmup_ms = 1_400.0, 300.0, 900.0
+        snapshots.after_batch(metrics)
+        # 400 records in the 200 ms left, not in 1.4 s.
+        assert snapshots.planner._policy(0).rates.replay.per_s == 2_000  # noqa: SLF001
+    finally:
+        snapshots.close()

@@ -53,3 +53,23 @@ def test_choose_reads_the_options_a_command_line_names() -> None:
     assert SnapshotOptions.choose("fixed", period_s=14).fixed.every_s == 14
     with pytest.raises(ValueError, match="adaptive"):
         SnapshotOptions.choose("fixed", max_recovery_s=1.0)
+
+
+def test_policies_start_from_rates_learned_before_and_hand_them_on() -> None:
+    from elasticity.snapshots import LearnedRates, RestoreObservation
+
+    options = SnapshotOptions.choose("fixed", period_s=1000)  # no snapshot: the backlog's restore stays
+    first = SnapshotPlanner(options, lambda c: Backlog())
+    first.decide({0: batch(0, 0.0)})
+    first.observe_restore(0, RestoreObservation(snapshot_bytes=1_000_000, seconds=0.1, fixed_s=0.8))
+    kept = LearnedRates.model_validate_json(first.learned().model_dump_json())
+
+    # A restarted driver: channel 0 resumes its own rates, channel 1 (new) borrows them.
+    again = SnapshotPlanner(options, lambda c: Backlog(snapshot_bytes=1_000_000), kept)
+    decisions = again.decide({0: batch(1, 1.0, records=0, entries=0), 1: batch(1, 1.0, records=0, entries=0)})
+    for channel in (0, 1):
+        assert decisions[channel].recovery.fixed_s == pytest.approx(0.8)
+        assert decisions[channel].recovery.restore_s == pytest.approx(0.1)
+    # Without them the priors know no fixed part.
+    fresh = SnapshotPlanner(options, lambda c: Backlog(snapshot_bytes=1_000_000))
+    assert fresh.decide({0: batch(1, 1.0, records=0, entries=0)})[0].recovery.fixed_s == 0.0

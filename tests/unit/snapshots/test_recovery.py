@@ -7,8 +7,10 @@ from pydantic import ValidationError
 
 from elasticity.snapshots import (
     Backlog,
+    LearnedRates,
     RateEstimate,
     RecoveryOptions,
+    RecoveryRates,
     RecoveryTracker,
     RestoreObservation,
     backlog_in_history,
@@ -94,3 +96,28 @@ def test_the_backlog_of_a_durable_history_is_what_follows_its_newest_snapshot():
     backlog = backlog_in_history(history, snapshot_bytes=4_096)
     assert (backlog.snapshot_bytes, backlog.changelogs, backlog.changelog_entries) == (4_096, 2, 9)
     assert backlog.changelog_bytes == _changelog(7).nbytes + _changelog(2).nbytes
+
+
+def test_a_fresh_workers_start_is_the_fixed_part_not_a_slow_restore():
+    tracker = RecoveryTracker.start(OPTIONS)
+    # A fresh worker spent 0.9 s starting, then restored 1 MB in 0.02 s (50 MB/s).
+    tracker = tracker.after_restore(RestoreObservation(snapshot_bytes=1_000_000, seconds=0.02, fixed_s=0.9), OPTIONS)
+    predicted = tracker.predict(0, OPTIONS, Backlog(snapshot_bytes=10_000_000))
+    # Counted per byte, the start would make a 10 MB snapshot take 9.2 s to restore.
+    assert predicted.restore_s == pytest.approx(0.2)
+    assert predicted.fixed_s == pytest.approx(0.9)
+    # A warm worker (a rescale receiver) teaches the restore rate but not the fixed part.
+    warm = tracker.after_restore(RestoreObservation(snapshot_bytes=1_000_000, seconds=0.02), OPTIONS)
+    assert warm.rates.fixed == tracker.rates.fixed
+
+
+def test_learned_rates_round_trip_and_a_new_channel_borrows_the_best_learned():
+    seen = RecoveryTracker.start(OPTIONS).after_restore(
+        RestoreObservation(snapshot_bytes=1_000_000, seconds=0.5, fixed_s=0.3), OPTIONS
+    )
+    learned = LearnedRates(channels={0: RecoveryRates.priors(OPTIONS), 3: seen.rates})
+    again = LearnedRates.model_validate_json(learned.model_dump_json())
+    assert again == learned
+    assert again.for_channel(0) == RecoveryRates.priors(OPTIONS)
+    assert again.for_channel(7) == seen.rates  # more samples than channel 0's priors
+    assert LearnedRates().for_channel(0) is None
