@@ -13,6 +13,10 @@ the stream catches up and the checks run:
 - every rescale request answered exactly once;
 - the second driver was refused each time, naming the holder.
 
+With `admission_high_s` set every stream runs with admission control on (seed 004), and the
+report says what it did per stream (`admission`: capped batches, cap changes, rules), read from
+the streams' metrics topics as they are written.
+
 Each violation is one sentence in the report's `violations`. What the soak does not cover yet is
 said in RELIABILITY.md.
 """
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.soak_admission import AdmissionLog
 from benchmarks.soak_dagster import ENDED, ControlRoom
 from benchmarks.soak_jobs import JOBS, Expected, SoakJob
 from benchmarks.soak_resources import (
@@ -46,7 +51,7 @@ from benchmarks.soak_resources import (
 )
 from benchmarks.soak_topics import TopicTail, limit_retention
 from orchestration.stack.kafka_broker import KafkaBroker
-from pipelines.streams.names import checkpoint_path, control_path, elastic_path
+from pipelines.streams.names import checkpoint_path, control_path, elastic_path, metrics_topic
 
 FAULTS = (
     "driver",
@@ -93,6 +98,20 @@ class SoakOptions:
     # Every topic's retention once the streams run (None: keep everything). An endurance run
     # sets it so the broker's log is bounded; the oracle then comes from tailing the topics.
     retention_s: float | None = None
+    # Admission control's watermarks (batch seconds) for every stream the soak starts, passed to
+    # `esp stream run --admission-high/--admission-low` (None: admission off; a low one without a
+    # high one is refused by `esp stream run`).
+    admission_high_s: float | None = None
+    admission_low_s: float | None = None
+
+    @property
+    def admission(self) -> bool:
+        return self.admission_high_s is not None
+
+    def to_json(self) -> dict[str, object]:
+        """The options a reader of the report needs (not the run's temporary folder, config or broker)."""
+        kept = {k: v for k, v in asdict(self).items() if k not in ("folder", "bootstrap", "config")}
+        return {**kept, "kills": self.kills, "endurance": self.endurance, "admission": self.admission}
 
     @property
     def kills(self) -> bool:
@@ -135,6 +154,9 @@ class SoakReport:
     # figure's trend in it.
     settle_s: float | None = None
     trends: list[Trend] = field(default_factory=list)
+    options: dict[str, object] = field(default_factory=dict)
+    # Per stream, what admission control did (None: admission off).
+    admission: dict[str, dict[str, object]] | None = None
 
     @property
     def kills(self) -> Counter[str]:
@@ -163,6 +185,8 @@ class SoakReport:
             "seed": self.seed,
             "minutes": self.minutes,
             "retention_s": self.retention_s,
+            "options": self.options,
+            "admission": self.admission,
             "endurance": {"settle_s": self.settle_s, "trends": [asdict(t) for t in self.trends]},
             "events": [asdict(e) for e in self.events],
             "resources": [asdict(r) for r in self.resources],
@@ -215,6 +239,7 @@ class StreamProcess:
             *("--root", str(self.root), "--channels", "2", "--trigger", "0.5"),
             *("--max-offsets", "2000", "--service-ms", "0.2", "--observe-every", "30"),
             *self.retention_options(),
+            *self.admission_options(),
         ]
 
     def retention_options(self) -> tuple[str, ...]:
@@ -222,6 +247,15 @@ class StreamProcess:
         if self.options.retention_s is None:
             return ()
         return ("--bronze-retention-days", f"{self.options.retention_s / 86_400:.6f}")
+
+    def admission_options(self) -> tuple[str, ...]:
+        """Admission control's watermarks when the soak runs with it (default: off, no flag)."""
+        flags: tuple[str, ...] = ()
+        if self.options.admission_high_s is not None:
+            flags += ("--admission-high", str(self.options.admission_high_s))
+        if self.options.admission_low_s is not None:
+            flags += ("--admission-low", str(self.options.admission_low_s))
+        return flags
 
     def start(self) -> subprocess.Popen[bytes]:
         with open(self.log, "ab") as out:
@@ -355,7 +389,9 @@ class Soak:
     def __init__(self, options: SoakOptions, broker: BrokerHandle, progress: Callable[[str], None]) -> None:
         self.options, self.broker, self.progress = options, broker, progress
         self.random = random.Random(options.seed)
-        self.report = SoakReport(seed=options.seed, minutes=options.minutes, retention_s=options.retention_s)
+        self.report = SoakReport(
+            seed=options.seed, minutes=options.minutes, retention_s=options.retention_s, options=options.to_json()
+        )
         self.streams = [StreamProcess(options, JOBS[j], options.folder / f"{j}.log") for j in options.jobs]
         # The stream the current fault acts on (the first, the control room's, unless drawn otherwise).
         self.stream = self.streams[0]
@@ -374,6 +410,12 @@ class Soak:
         self.expected = {s.job.name: Expected() for s in self.streams}
         self.dead_letters: dict[str, dict[str, str]] = {s.job.name: {} for s in self.streams}
         self.tails = [tail for s in self.streams for tail in self._tails(s)]
+        # With admission on, each stream's metrics topic too: what admission control did.
+        self.admission_logs = {s.job.name: AdmissionLog() for s in self.streams} if options.admission else {}
+        self.metrics_tails = {
+            name: TopicTail(options.bootstrap, metrics_topic(name), lambda record, log=log: log.take(record.value))
+            for name, log in self.admission_logs.items()
+        }
         # stream -> migration folder -> the request it committed ("" for none), as observed.
         self.committed_migrations: dict[str, dict[str, str]] = {}
         # request -> its answer's status, as observed (a stream keeps only its newest answers).
@@ -414,13 +456,25 @@ class Soak:
         )
 
     def _run(self) -> SoakReport:
-        for tail in self.tails:
+        tails = [*self.tails, *self.metrics_tails.values()]
+        for tail in tails:
             tail.start()
         try:
             return self._soak()
         finally:
-            for tail in self.tails:
+            for tail in tails:
                 tail.stop()
+            self._report_admission()
+
+    def _report_admission(self) -> None:
+        """What admission control did per stream, from every metrics record read (tails stopped)."""
+        if not self.options.admission:
+            return
+        self.report.admission = {}
+        for name, log in self.admission_logs.items():
+            tail = self.metrics_tails[name]
+            failure = None if tail.failure is None else repr(tail.failure)
+            self.report.admission[name] = {**log.summary(), "metrics_read_error": failure}
 
     def _soak(self) -> SoakReport:
         loads = [

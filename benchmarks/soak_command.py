@@ -9,6 +9,10 @@ anything was lost, doubled or violated.
 `--no-kills` makes it an endurance run: rescales only, every topic's retention cut to
 `--retention-minutes`, and every resource (folders, files, broker log, Dagster's storage, memory)
 judged flat after the first retention cycle; a second PNG (`*.resources.png`) plots them.
+
+`--admission-high` (and `--admission-low`) runs every stream with admission control on (off by
+default); the report's `options` say so, and its `admission` says per stream how many batches
+were capped and how often the cap changed.
 """
 
 from __future__ import annotations
@@ -76,6 +80,15 @@ def soak_command(
     retention_minutes: float | None = typer.Option(
         None, min=1.0, help="Cut every topic's retention to this once the streams run (default: 10 with --no-kills)."
     ),
+    admission_high: float | None = typer.Option(
+        None,
+        min=0.01,
+        help="Run every stream with admission control: cap the records per batch while batches take longer than "
+        "this many seconds (esp stream run --admission-high; default: off).",
+    ),
+    admission_low: float | None = typer.Option(
+        None, min=0.01, help="Admission control's low watermark, seconds (default: 0.4 × the high one)."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Kill and rescale a stream at seeded random times; check nothing was lost or doubled."""
@@ -90,6 +103,7 @@ def soak_command(
         if not kills:
             chosen = tuple(f for f in chosen if f not in KILL_POINTS)
             retention_minutes = retention_minutes or ENDURANCE_RETENTION_MINUTES
+        admission = _admission(admission_high, admission_low)
         settings = load_settings(config)
         with tempfile.TemporaryDirectory(prefix="esp-soak-") as folder:
             wanted = SoakOptions(
@@ -105,6 +119,8 @@ def soak_command(
                 faults=chosen,
                 dagster=dagster,
                 retention_s=retention_minutes * 60 if retention_minutes else None,
+                admission_high_s=admission.high_watermark_s if admission else None,
+                admission_low_s=admission.low_watermark_s if admission else None,
             )
             report = _run(settings, wanted)
     json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +134,17 @@ def soak_command(
     console.print(f"report {json_out}, timeline {plot}")
     if report.lost or report.doubled or report.violations:
         raise typer.Exit(code=1)
+
+
+def _admission(high_s: float | None, low_s: float | None):  # -> AdmissionOptions | None
+    """The watermarks every stream gets, checked before anything starts (as `esp stream run`
+    checks them); the low one defaults as there, so the report records the one in force."""
+    from elasticity.admission import AdmissionOptions
+
+    try:
+        return AdmissionOptions.from_watermarks(high_s, low_s)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--admission-high/--admission-low") from None
 
 
 def _run(settings, wanted: SoakOptions) -> SoakReport:
@@ -167,6 +194,16 @@ def summary_table(results: dict[str, Any]) -> Table:
         table.add_row(f"  resize runs {outcome}", str(count))
     for point, count in sorted(results["kills_by_point"].items()):
         table.add_row(f"  {point}", str(count))
+    options = results.get("options") or {}
+    high, low = options.get("admission_high_s"), options.get("admission_low_s")
+    low_text = "default" if low is None else f"{low:g} s"
+    table.add_row("admission", "off" if high is None else f"on (high {high:g} s, low {low_text})")
+    for job, done in sorted((results.get("admission") or {}).items()):
+        table.add_row(
+            f"  {job} capped batches",
+            f"{done['capped_batches']}/{done['batches']}, cap changes {done['cap_changes']}, "
+            f"query restarts {done['query_restarts']}",
+        )
     for trend in results["endurance"]["trends"]:
         table.add_row(f"  {trend['name']}", f"{trend['start']:.0f} -> {trend['end']:.0f} ({trend['per_hour']:+.0f}/h)")
     table.add_row("violations", "\n".join(results["violations"]) or "none")

@@ -11,9 +11,7 @@ def _batch(batch_id: int, start_s: float, duration_s: float, cap: int | None = N
 
 
 def _mode(mode: str, batches: list[BatchPoint]) -> ModeResult:
-    return ModeResult(
-        mode=mode, step_at_s=10.0, rescale_requested_at_s=20.0, overload_end_s=40.0, sent_lines={}, batches=batches
-    )
+    return ModeResult(mode=mode, step_at_s=10.0, overload_end_s=40.0, sent_lines={}, batches=batches)
 
 
 def test_with_admission_the_longest_batch_is_counted_after_the_first_cap():
