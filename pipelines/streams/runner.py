@@ -218,6 +218,7 @@ class ElasticStream:
         if self._snapshots is not None:
             self._snapshots.close()
             self._snapshots = None
+        self.retention.close()  # no batch runs now: an unpublished staging is dropped
         if self._migrator is not None:
             self._migrator.backend.close()
             self._migrator = None
@@ -234,10 +235,12 @@ class ElasticStream:
         context.rescale = self._apply_pending_rescale(batch_id)
         context.phase_ms["rescale"] = (time.perf_counter() - context.started) * 1000
         context.layout = self.registry.routing_layout()
-        if self.retention.due(batch_id):
-            started = time.perf_counter()
-            self.retention.run(batch_id)
+        # Before the batch writes anything: swap in a compaction staged in the background
+        # (quick), then begin staging the next one if due (off this batch's time).
+        started = time.perf_counter()
+        if self.retention.publish_ready():
             context.phase_ms["compact"] = (time.perf_counter() - started) * 1000
+        self.retention.start_if_due(batch_id)
         context.raw = raw = raw.persist()
         try:
             metrics = self._run_batch(raw, context)

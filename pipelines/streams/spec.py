@@ -65,7 +65,8 @@ class StreamSpec(BaseModel):
         100,
         ge=0,
         description="Every N batches, fold the committed batches' results and late folders into one folder per "
-        "bronze day (bounds the folders; the time shows in the batch's phase_ms 'compact'). 0: never.",
+        "bronze day (bounds the folders; the folds run in the background, the swap at a batch boundary shows in "
+        "the batch's phase_ms 'compact'). 0: never.",
     )
     bronze_retention_days: float = Field(
         7,

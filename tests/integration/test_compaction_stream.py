@@ -3,6 +3,7 @@ bounded while the counts stay exact; the topics it creates carry their retention
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,18 @@ from tests.integration.streams import produce, wait_for_checkpoint
 pytestmark = pytest.mark.integration
 
 EVERY = 3
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The results table after one batch."""
+
+    batch_id: int
+    folders: int
+    upto: int | None
+    """The newest batch folded so far (None: not compacted yet)."""
+    compact_ms: float | None
+    """The time the batch spent publishing a staged compaction (None: none was ready)."""
 
 
 def test_compacting_stream_keeps_few_result_folders_and_exact_counts(spark, bootstrap, topic_factory, tmp_path):
@@ -34,13 +47,12 @@ def test_compacting_stream_keeps_few_result_folders_and_exact_counts(spark, boot
         compact_every_batches=EVERY,
         results_topic_retention_hours=12,
     )
-    folders_seen = []
-    compact_ms = []
+    seen: list[Seen] = []
 
     def observe(metrics) -> None:
-        folders_seen.append(len(batch_folders(Path(spec.results_table))))
-        if "compact" in metrics.phase_ms:
-            compact_ms.append(metrics.phase_ms["compact"])
+        table = Path(spec.results_table)
+        published = metrics.phase_ms.get("compact")
+        seen.append(Seen(metrics.batch_id, len(batch_folders(table)), compacted_upto(table), published))
 
     stream = ElasticStream(spark, spec, on_metrics=observe)
     stream.start()
@@ -53,10 +65,19 @@ def test_compacting_stream_keeps_few_result_folders_and_exact_counts(spark, boot
 
     expected = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
     assert latest_word_counts(spark, spec.results_table) == expected
-    batches = len(folders_seen)
-    assert batches > 3 * EVERY and compact_ms, (batches, compact_ms)
-    # One folder per bronze day (one day here) plus at most EVERY batches since the last compaction.
-    assert max(folders_seen) <= EVERY + 2, folders_seen
+    publishes = [i for i, batch in enumerate(seen) if batch.compact_ms is not None]
+    assert len(seen) > 3 * EVERY and len(publishes) >= 2, seen
+    for i in publishes:
+        # Each publish folds at least EVERY batches into one folder: even with the publishing
+        # batch's own new folder, the table has fewer folders than after the batch before.
+        assert i > 0 and seen[i].folders < seen[i - 1].folders, seen
+    # The staging of a publish began at the batch after its `upto` (the batches committed then);
+    # its lag is the batches that ran while it was staged in the background.
+    lag = max(seen[i].batch_id - (seen[i].upto + 1) for i in publishes if seen[i].upto is not None)
+    # One folder per bronze day (one day here, +1 if the run spans midnight) plus the batches since
+    # the last folded one: its staging's lag, up to EVERY - 1 until the next staging begins, and
+    # that staging's lag. A stream that never compacted would exceed it.
+    assert max(batch.folders for batch in seen) <= 2 * lag + EVERY + 2, (lag, seen)
     assert compacted_upto(spec.results_table) is not None
     assert topic_config(bootstrap, spec.results_topic)["retention.ms"] == str(12 * 3600 * 1000)
     assert topic_config(bootstrap, spec.dead_letter_topic)["retention.ms"] == str(168 * 3600 * 1000)

@@ -36,6 +36,24 @@ def _compact_all(spark, spec: StreamSpec, upto: int) -> None:
         compaction.compact(spark, Path(table), fold, upto, day_of)
 
 
+def _stage_all(spark, spec: StreamSpec, upto: int) -> list[compaction.StagedCompaction]:
+    day_of = tables.first_day_of(spec.bronze_table)
+    staged = [
+        compaction.stage(spark, Path(table), fold, upto, day_of)
+        for table, fold in ((spec.results_table, FOLDS["results"]), (spec.late_table, FOLDS["late"]))
+    ]
+    assert all(s is not None for s in staged)
+    return [s for s in staged if s is not None]
+
+
+def _retain(
+    retention: TableRetention, batch_id: int, now: dt.datetime | None = None
+) -> list[compaction.CompactionReport]:
+    """What the stream does over a few batches: stage at batch `batch_id`, publish at a later one."""
+    assert retention.start(batch_id)
+    return retention.publish_ready(now=now, wait_s=120)
+
+
 def test_day_groups_keep_days_apart_and_label_a_batch_of_the_day():
     days = {0: "a", 1: None, 2: "a", 3: "b", 4: None, 5: None, 6: "c"}
     assert compaction.day_groups(sorted(days), days.get) == [(2, [0, 1, 2]), (3, [3, 4, 5]), (6, [6])]
@@ -74,8 +92,10 @@ def test_the_batch_in_flight_and_uncommitted_batches_are_never_folded(spark, tmp
     inodes = {b: [f.stat().st_ino for f in sorted(p.iterdir())] for b, p in unfolded.items()}
     before = answers(spark, spec)
 
-    TableRetention(spark, spec, ("word",)).run(
-        batch_id=11, now=dt.datetime.combine(DAY + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    _retain(
+        TableRetention(spark, spec, ("word",)),
+        batch_id=11,
+        now=dt.datetime.combine(DAY + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC),
     )
 
     assert answers(spark, spec) == before
@@ -85,13 +105,72 @@ def test_the_batch_in_flight_and_uncommitted_batches_are_never_folded(spark, tmp
     assert {b: [f.stat().st_ino for f in sorted(folders[b].iterdir())] for b in (9, 10, 11)} == inodes
 
 
+def test_a_batch_written_while_the_compaction_is_staged_is_in_the_published_table(spark, tmp_path):
+    # The stream stages in the background while its next batches write their folders into the
+    # live table; publish, at a batch boundary, must link those too. An implementation that
+    # linked the live folders at staging time would swap in a table without batch 30: its folder
+    # and rows would vanish (and a folder being written then would be linked half-written).
+    spec, reference = _spec(tmp_path / "staged"), _spec(tmp_path / "reference")
+    for tables_spec in (spec, reference):
+        write_stream_tables(spark, tables_spec, range(30))
+    write_stream_tables(spark, reference, range(30, 31))  # the same tables, never compacted
+
+    staged = _stage_all(spark, spec, upto=28)
+    write_stream_tables(spark, spec, range(30, 31))  # a batch runs while the staging is done
+    new = {table: batch_folders(Path(table))[30] for table in (spec.results_table, spec.late_table)}
+    inodes = {table: sorted(f.stat().st_ino for f in folder.iterdir()) for table, folder in new.items()}
+    reports = [compaction.publish(s) for s in staged]
+
+    assert answers(spark, spec) == answers(spark, reference)
+    for table in (spec.results_table, spec.late_table):
+        folders = batch_folders(Path(table))
+        assert sorted(folders) == [9, 18, 28, 29, 30]
+        # The new batch's very files (hard links), not a copy made at staging time.
+        assert sorted(f.stat().st_ino for f in folders[30].iterdir()) == inodes[table]
+    assert compacted_upto(spec.results_table) == 28
+    assert [(r.folded, r.folders) for r in reports] == [(26, 5), (26, 5)]
+    assert not compaction.staging_folder(Path(spec.results_table)).exists()
+
+
+def test_a_staging_left_unpublished_is_removed_at_the_start_and_the_table_is_unchanged(spark, tmp_path):
+    spec = _spec(tmp_path)
+    write_stream_tables(spark, spec, range(30))
+    before = answers(spark, spec)
+
+    _stage_all(spark, spec, upto=28)  # then the stream stops (or is killed) before publishing
+    assert compaction.staging_folder(Path(spec.results_table)).is_dir()
+    assert answers(spark, spec) == before  # readers never see the hidden folder
+
+    TableRetention(spark, spec, ("word",)).recover()  # what the stream's start does
+    for table in (spec.results_table, spec.late_table):
+        assert not compaction.staging_folder(Path(table)).exists()
+        assert sorted(batch_folders(Path(table))) == list(range(30))
+    assert compacted_upto(spec.results_table) is None
+    assert answers(spark, spec) == before
+
+
+def test_a_stop_drops_the_staging_in_flight_and_publishes_nothing(spark, tmp_path):
+    spec = _spec(tmp_path)
+    write_stream_tables(spark, spec, range(12))
+    (Path(spec.checkpoint) / "commits").mkdir(parents=True)
+    (Path(spec.checkpoint) / "commits" / "10").write_text("v1\n{}")
+    retention = TableRetention(spark, spec, ("word",))
+
+    assert retention.start_if_due(10) and not retention.start_if_due(10)  # one staging at a time
+    retention.close(timeout_s=120)
+
+    assert retention.publish_ready() == []
+    assert not compaction.staging_folder(Path(spec.results_table)).exists()
+    assert sorted(batch_folders(Path(spec.results_table))) == list(range(12))
+
+
 def test_bronze_days_older_than_the_retention_are_deleted(spark, tmp_path):
     spec = _spec(tmp_path)
     write_stream_tables(spark, spec, range(30))
     (Path(spec.checkpoint) / "commits").mkdir(parents=True)
     (Path(spec.checkpoint) / "commits" / "29").write_text("v1\n{}")
     now = dt.datetime.combine(DAY + dt.timedelta(days=8), dt.time(), tzinfo=dt.UTC)
-    TableRetention(spark, spec, ("word",)).run(batch_id=30, now=now)
+    _retain(TableRetention(spark, spec, ("word",)), batch_id=30, now=now)
     assert tables.bronze_days_listed(spec.bronze_table) == [DAY + dt.timedelta(days=1), DAY + dt.timedelta(days=2)]
 
 
@@ -108,7 +187,7 @@ def test_a_retention_shorter_than_a_day_expires_batch_by_batch(spark, tmp_path):
     for day, batch in aged:  # archived 20 minutes before `now`; the others at the real time, later
         folder = tables.day_folder(spec.bronze_table, day) / f"batch_id={batch}"
         os.utime(folder, (now.timestamp() - 1200, now.timestamp() - 1200))
-    TableRetention(spark, spec, ("word",)).run(batch_id=30, now=now)
+    _retain(TableRetention(spark, spec, ("word",)), batch_id=30, now=now)
     left = {
         (d, b)
         for d in tables.bronze_days_listed(spec.bronze_table)
@@ -221,7 +300,7 @@ def test_without_an_atomic_swap_compaction_turns_off_and_the_tables_stay(spark, 
 
     monkeypatch.setattr(compaction, "exchange", no_swap)
     retention = TableRetention(spark, spec, ("word",))
-    assert retention.run(batch_id=11) == [] and not retention.due(20)
+    assert _retain(retention, batch_id=11) == [] and not retention.due(20)
     assert answers(spark, spec) == before
     assert not compaction.staging_folder(Path(spec.results_table)).exists()
     assert sorted(batch_folders(Path(spec.results_table))) == list(range(12))
