@@ -29,7 +29,14 @@ from rich.table import Table
 
 from benchmarks.soak import DAGSTER_FAULTS, FAULTS, KILL_POINTS, BrokerHandle, Soak, SoakOptions, SoakReport
 from benchmarks.soak_jobs import JOBS
-from orchestration.cli.common import ConfigOption, console, friendly_errors
+from orchestration.cli.common import (
+    AdmissionHighOption,
+    AdmissionLowOption,
+    ConfigOption,
+    admission_options,
+    console,
+    friendly_errors,
+)
 
 KIND_COLOURS = {
     "driver": "tab:red",
@@ -80,15 +87,8 @@ def soak_command(
     retention_minutes: float | None = typer.Option(
         None, min=1.0, help="Cut every topic's retention to this once the streams run (default: 10 with --no-kills)."
     ),
-    admission_high: float | None = typer.Option(
-        None,
-        min=0.01,
-        help="Run every stream with admission control: cap the records per batch while batches take longer than "
-        "this many seconds (esp stream run --admission-high; default: off).",
-    ),
-    admission_low: float | None = typer.Option(
-        None, min=0.01, help="Admission control's low watermark, seconds (default: 0.4 × the high one)."
-    ),
+    admission_high: AdmissionHighOption = None,
+    admission_low: AdmissionLowOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Kill and rescale a stream at seeded random times; check nothing was lost or doubled."""
@@ -103,7 +103,7 @@ def soak_command(
         if not kills:
             chosen = tuple(f for f in chosen if f not in KILL_POINTS)
             retention_minutes = retention_minutes or ENDURANCE_RETENTION_MINUTES
-        admission = _admission(admission_high, admission_low)
+        admission = admission_options(admission_high, admission_low)
         settings = load_settings(config)
         with tempfile.TemporaryDirectory(prefix="esp-soak-") as folder:
             wanted = SoakOptions(
@@ -134,17 +134,6 @@ def soak_command(
     console.print(f"report {json_out}, timeline {plot}")
     if report.lost or report.doubled or report.violations:
         raise typer.Exit(code=1)
-
-
-def _admission(high_s: float | None, low_s: float | None):  # -> AdmissionOptions | None
-    """The watermarks every stream gets, checked before anything starts (as `esp stream run`
-    checks them); the low one defaults as there, so the report records the one in force."""
-    from elasticity.admission import AdmissionOptions
-
-    try:
-        return AdmissionOptions.from_watermarks(high_s, low_s)
-    except ValueError as error:
-        raise typer.BadParameter(str(error), param_hint="--admission-high/--admission-low") from None
 
 
 def _run(settings, wanted: SoakOptions) -> SoakReport:

@@ -239,7 +239,7 @@ def _write_local_durably(temp: str, final: str, payload: memoryview, trailer: by
         out.flush()
         os.fsync(out.fileno())
     os.replace(temp, final)
-    _fsync_dir(os.path.dirname(final) or ".")
+    fsync_dir(os.path.dirname(final) or ".")
 
 
 def _make_dirs_durably(path: str) -> None:
@@ -253,10 +253,10 @@ def _make_dirs_durably(path: str) -> None:
         folder = os.path.dirname(folder)
     os.makedirs(path, exist_ok=True)  # exist_ok: another writer may create it meanwhile
     for created in reversed(missing):
-        _fsync_dir(os.path.dirname(created))
+        fsync_dir(os.path.dirname(created))
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
     """Make the entries of directory `path` (names created, renamed into it) durable."""
     folder = os.open(path, os.O_RDONLY)
     try:

@@ -19,6 +19,33 @@ ConfigOption = Annotated[
 ]
 
 
+AdmissionHighOption = Annotated[
+    float | None,
+    typer.Option(
+        "--admission-high",
+        min=0.01,
+        help="Admission control (seed 004): cap the records per batch while batches take longer than this many "
+        "seconds (the high watermark; default: off).",
+    ),
+]
+AdmissionLowOption = Annotated[
+    float | None,
+    typer.Option(
+        "--admission-low", min=0.01, help="Admission control's low watermark, seconds (default: 0.4 × the high one)."
+    ),
+]
+
+
+def admission_options(high_s: float | None, low_s: float | None):  # -> AdmissionOptions | None
+    """The admission options the two watermark flags name (None: off); a bad pair is a usage error."""
+    from elasticity.admission import AdmissionOptions
+
+    try:
+        return AdmissionOptions.from_watermarks(high_s, low_s)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--admission-high/--admission-low") from None
+
+
 @contextmanager
 def friendly_errors() -> Iterator[None]:
     """Turn esp's own errors into one red line and exit code 1, instead of a stack trace.

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from orchestration.cli.common import ConfigOption, console, friendly_errors
+from orchestration.cli.common import (
+    AdmissionHighOption,
+    AdmissionLowOption,
+    ConfigOption,
+    admission_options,
+    console,
+    friendly_errors,
+)
 
 if TYPE_CHECKING:  # the CLI imports the stream's modules lazily, for a quick start
     from elasticity.layout import Layout
@@ -73,15 +80,8 @@ def run(
     bronze_retention_days: float | None = typer.Option(
         None, min=0.0001, help="Days of bronze archive kept, fractions allowed (default: the stream spec's, 7)."
     ),
-    admission_high: float | None = typer.Option(
-        None,
-        min=0.01,
-        help="Admission control: cap the records per batch while batches take longer than this many seconds "
-        "(seed 004's high watermark; default: off).",
-    ),
-    admission_low: float | None = typer.Option(
-        None, min=0.01, help="Admission control's low watermark, seconds (default: 0.4 × the high one)."
-    ),
+    admission_high: AdmissionHighOption = None,
+    admission_low: AdmissionLowOption = None,
     snapshots: str = typer.Option(
         "adaptive",
         help="When channels snapshot their state: adaptive (seed 003: a recovery-time bound and peak avoidance) "
@@ -111,7 +111,7 @@ def run(
             settings,
             *(name, job, topic, channels, trigger, max_offsets, root, service_ms),
             retention={option: value for option, value in retention.items() if value is not None},
-            admission=_admission(admission_high, admission_low),
+            admission=admission_options(admission_high, admission_low),
             snapshots=_snapshots(snapshots, max_recovery, snapshot_period),
         )
         refuse_if_held(spec)
@@ -126,15 +126,6 @@ def run(
         except KeyboardInterrupt:
             service.stop()
     console.print(f"stream {name} stopped")
-
-
-def _admission(high_s: float | None, low_s: float | None):
-    from elasticity.admission import AdmissionOptions
-
-    try:
-        return AdmissionOptions.from_watermarks(high_s, low_s)
-    except ValueError as error:
-        raise typer.BadParameter(str(error), param_hint="--admission-low") from None
 
 
 def _snapshots(policy: str, max_recovery_s: float | None, period_s: float | None):

@@ -57,6 +57,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from elasticity.state import Location
+from elasticity.state.files import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ def publish(staged: StagedCompaction) -> CompactionReport:
             _fsync_tree(folder / entry.name)
     (folder / MARKER).write_text(json.dumps({"upto": staged.upto}))
     _fsync_file(folder / MARKER)
-    _fsync_folder(folder)
+    fsync_dir(str(folder))
     try:
         exchange(table, folder)
     except OSError as error:
@@ -255,20 +256,12 @@ def _fsync_tree(root: Path) -> None:
     for folder, _, files in os.walk(root):
         for name in files:
             _fsync_file(Path(folder, name))
-        _fsync_folder(Path(folder))
+        fsync_dir(folder)
 
 
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
-
-
-def _fsync_folder(folder: Path) -> None:
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 _AT_FDCWD = -100

@@ -12,8 +12,9 @@ from rich.console import Console
 
 from benchmarks.soak import Soak, SoakOptions, SoakReport, StreamProcess
 from benchmarks.soak_admission import AdmissionLog
-from benchmarks.soak_command import _admission, summary_table
+from benchmarks.soak_command import summary_table
 from benchmarks.soak_jobs import JOBS
+from orchestration.cli.common import admission_options as _admission
 from pipelines.streams.metrics import BatchMetrics
 
 
