@@ -231,6 +231,11 @@ class SparkSettings(_Strict):
     python_executable: str | None = Field(
         None, description="Python of the Spark workers; default: the driver's own interpreter."
     )
+    preload_worker_imports: bool = Field(
+        True,
+        description="Python workers fork from a daemon that imported pandas and pyarrow once "
+        "(pipelines.worker_daemon): a fresh worker starts in ms, not ~0.9 s.",
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
 
 

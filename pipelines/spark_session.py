@@ -6,13 +6,19 @@ here and nowhere else.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from pipelines.settings import EspSettings, SparkSettings
+
+log = logging.getLogger(__name__)
 
 
 class MissingJarsError(RuntimeError):
@@ -54,6 +60,9 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
     }
+    if spark.preload_worker_imports:
+        # Workers fork with pandas and pyarrow already imported (see the module's docstring).
+        conf["spark.python.daemon.module"] = "pipelines.worker_daemon"
     conf.update(spark.conf)
     return conf
 
@@ -76,3 +85,24 @@ def build_spark_session(settings: EspSettings) -> SparkSession:
     for key, value in spark_conf(settings.spark, connector_jars(settings.jars_dir)).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _started(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"id": pa.array([0], pa.int64())})
+
+
+def warm_python_workers(spark: SparkSession, workers: int) -> float | None:
+    """Start the executors' Python worker daemon and `workers` workers now, with one empty Arrow
+    task each, rather than in a stream's first batch; the seconds it took (None: it failed, which
+    only leaves that cost to the first batch). With `preload_worker_imports` the daemon imports
+    pandas and pyarrow as it starts (`pipelines.worker_daemon`), so this is where a restarted
+    stream pays them, once, instead of every channel in its first batch."""
+    started = time.perf_counter()
+    try:
+        spark.range(workers, numPartitions=workers).mapInArrow(_started, "id long").collect()
+    except Exception:  # a warm-up never stops a stream
+        log.warning("could not start the Python workers ahead of the first batch", exc_info=True)
+        return None
+    return time.perf_counter() - started

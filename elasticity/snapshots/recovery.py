@@ -10,9 +10,12 @@ kept since (上游数据重演). A channel of esp comes back the same way, in th
                + in_flight_records / replay_records_per_s  replay the uncommitted batch from Kafka
 
 The three rates are learned online, each as an exponentially weighted mean, from observations
-the stream reports anyway: a batch's commit applies its changelog to the working set (exactly the
-work a recovery does to fold it), a batch's processing is the work of replaying it, and a restore
-after a crash or on a rescale receiver measures the restore rate. The fixed part is learned apart
+the stream reports anyway: a batch's processing is the work of replaying it, a restore after a
+crash or on a rescale receiver measures the restore rate, and the fold rate comes from the folds
+rebuilds do (exactly a recovery's fold) or, until one is seen, from commits, which apply a
+changelog to the working set as a fold does but also write it durably (on the reference machine
+a commit applied ~130k entries/s where rebuilds folded ~300k/s: the commit rate alone made the
+adaptive policy snapshot twice as often as it needed to). The fixed part is learned apart
 from the rates, from the start-up a fresh Python worker reports before it reads anything (on this
 machine ~0.9 s, pyarrow importing pandas): counted in the restore rate it would make a small
 snapshot look slow and the model over-predict every large one. Until a rate has a sample it is
@@ -107,6 +110,14 @@ class RecoveryRates(_Frozen):
     fold: RateEstimate = Field(description="Changelog entries folded into the working set per second.")
     replay: RateEstimate = Field(description="Input records replayed (processed) per second.")
     fixed: FixedCost = Field(default_factory=FixedCost, description="A fresh worker's start, before it reads state.")
+    rebuild_fold: RateEstimate | None = Field(
+        None, description="Changelog entries folded per second by rebuilds (None: none seen; `fold` stands in)."
+    )
+
+    @property
+    def recovery_fold(self) -> RateEstimate:
+        """The fold rate a recovery will see: measured by rebuilds when there was one."""
+        return self.rebuild_fold if self.rebuild_fold is not None else self.fold
 
     @classmethod
     def priors(cls, options: RecoveryOptions) -> RecoveryRates:
@@ -120,7 +131,8 @@ class RecoveryRates(_Frozen):
     @property
     def samples(self) -> int:
         """Observations behind these rates (0: all priors)."""
-        return self.restore.samples + self.fold.samples + self.replay.samples + self.fixed.samples
+        rebuilt = self.rebuild_fold.samples if self.rebuild_fold is not None else 0
+        return self.restore.samples + self.fold.samples + self.replay.samples + self.fixed.samples + rebuilt
 
 
 class LearnedRates(_Frozen):
@@ -216,6 +228,8 @@ class RestoreObservation(_Frozen):
     fixed_s: float | None = Field(
         None, ge=0, description="The fresh worker's start before it read anything (None: the worker was warm)."
     )
+    fold_entries: int = Field(0, ge=0, description="Changelog entries the rebuild folded after the snapshot.")
+    fold_s: float = Field(0.0, ge=0, description="Time that fold took.")
 
 
 class RecoveryTracker(_Frozen):
@@ -248,11 +262,14 @@ class RecoveryTracker(_Frozen):
 
     def after_restore(self, restore: RestoreObservation, options: RecoveryOptions) -> RecoveryTracker:
         """Learn the restore rate (if a snapshot was read) and the fixed part (if the worker was fresh)."""
-        learned: dict[str, RateEstimate | FixedCost] = {
+        learned: dict[str, RateEstimate | FixedCost | None] = {
             "restore": self.rates.restore.learned(restore.snapshot_bytes, restore.seconds, options.smoothing)
         }
         if restore.fixed_s is not None:
             learned["fixed"] = self.rates.fixed.learned(restore.fixed_s, options.smoothing)
+        if restore.fold_entries > 0 and restore.fold_s > 0:
+            folds = self.rates.rebuild_fold or RateEstimate.prior(1.0)  # a prior the first sample replaces
+            learned["rebuild_fold"] = folds.learned(restore.fold_entries, restore.fold_s, options.smoothing)
         return self.model_copy(update={"rates": self.rates.model_copy(update=learned)})
 
     def after_snapshot(self, snapshot_bytes: int) -> RecoveryTracker:
@@ -266,7 +283,7 @@ class RecoveryTracker(_Frozen):
         backlog = backlog or self.backlog
         return RecoveryPrediction(
             restore_s=self.rates.restore.seconds_for(backlog.snapshot_bytes),
-            fold_s=self.rates.fold.seconds_for(backlog.changelog_entries),
+            fold_s=self.rates.recovery_fold.seconds_for(backlog.changelog_entries),
             replay_s=self.rates.replay.seconds_for(in_flight_records),
             fixed_s=self.rates.fixed.seconds,
         )

@@ -31,6 +31,7 @@ from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected, write_dead_letters
 from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics, retention_configs
+from pipelines.spark_session import warm_python_workers
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.admission import AdmissionGate, admitted_records, batch_outcome, forget_unstarted_batch
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, next_layout_of
@@ -180,6 +181,9 @@ class ElasticStream:
 
     def start(self) -> StreamingQuery:
         self.prepare()
+        warmed_s = warm_python_workers(self.spark, self.spec.channels)
+        if warmed_s is not None:
+            log.info("stream %s: %d Python workers started in %.2f s", self.spec.name, self.spec.channels, warmed_s)
         self.query = self._start_query()
         if self.admission is not None:
             threading.Thread(target=self._swap_on_cap_change, name=f"{self.spec.name}-admission", daemon=True).start()

@@ -219,6 +219,8 @@ def _restore_of(report: ChannelMetrics) -> RestoreObservation:
         snapshot_bytes=rebuild.snapshot_bytes,
         seconds=rebuild.restore_ms / 1000,
         fixed_s=rebuild.fixed_ms / 1000 if rebuild.fixed_ms is not None else None,
+        fold_entries=rebuild.changelog_entries,
+        fold_s=rebuild.fold_ms / 1000,
     )
 
 

@@ -121,3 +121,17 @@ def test_learned_rates_round_trip_and_a_new_channel_borrows_the_best_learned():
     assert again.for_channel(0) == RecoveryRates.priors(OPTIONS)
     assert again.for_channel(7) == seen.rates  # more samples than channel 0's priors
     assert LearnedRates().for_channel(0) is None
+
+
+def test_a_rebuilds_fold_rate_replaces_the_commits_proxy():
+    # Commits applied 1,000 entries/s (they also write the changelog durably) ...
+    tracker = RecoveryTracker.start(OPTIONS).after_batch(batch(0, 0.0, entries=1_000, fold_s=1.0), OPTIONS)
+    backlog = Backlog(changelog_entries=6_000)
+    assert tracker.predict(0, OPTIONS, backlog).fold_s == pytest.approx(6.0)
+    # ... a rebuild folded 3,000 entries/s: a recovery's fold is predicted at that rate from now on.
+    rebuilt = tracker.after_restore(
+        RestoreObservation(snapshot_bytes=0, seconds=0.0, fold_entries=9_000, fold_s=3.0), OPTIONS
+    )
+    assert rebuilt.predict(0, OPTIONS, backlog).fold_s == pytest.approx(2.0)
+    later = rebuilt.after_batch(batch(1, 1.0, entries=1_000, fold_s=5.0), OPTIONS)
+    assert later.predict(0, OPTIONS, backlog).fold_s == pytest.approx(2.0)

@@ -1,0 +1,54 @@
+"""Spark's Python worker daemon, with the imports every worker pays done once, before it forks.
+
+Spark starts one daemon per executor (`pyspark.daemon`) and forks a Python worker from it for
+each task slot. pyspark imports pandas in no worker until the first Arrow conversion asks for it
+(pyarrow imports it lazily): every fresh worker then pays ~0.9 s on the reference machine — on
+its first batch after a crash, after a rescale, and whenever Spark replaces a worker. That is
+most of a channel's recovery (BENCHMARKS.md §8) and of a cold channel's first batch.
+
+`spark.python.daemon.module` = this module (`SparkSettings.preload_worker_imports`) makes the
+daemon import them once, so every forked worker inherits them. Spark's own daemon does not,
+because a fork copies only the forking thread and these libraries start threads when imported:
+OpenBLAS its thread pool, pyarrow's jemalloc a background thread. Both are configured off
+before the imports, so the daemon is single-threaded when it forks, as Spark requires.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+_SINGLE_THREADED_IMPORTS = {
+    # numpy's OpenBLAS: no thread pool (esp's workers do no BLAS work).
+    "OPENBLAS_NUM_THREADS": "1",
+    # pyarrow's bundled jemalloc: no background purging thread.
+    "JE_ARROW_MALLOC_CONF": "background_thread:false",
+}
+
+
+def native_threads() -> int:
+    """Threads of this process, native ones included (Linux)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def preload() -> None:
+    """Import what a worker's first Arrow conversion would, with the libraries' threads off."""
+    for name, value in _SINGLE_THREADED_IMPORTS.items():
+        os.environ.setdefault(name, value)
+    import pandas  # noqa: F401
+    import pyarrow as pa
+
+    pa.array([0]).to_numpy()
+    if threading.active_count() != 1 or native_threads() != 1:
+        raise RuntimeError(f"the worker daemon has {native_threads()} threads after its imports: forking it is unsafe")
+
+
+def main() -> None:
+    from pyspark import daemon
+
+    preload()
+    daemon.manager()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Spark's Python workers fork from a daemon that imported pandas and pyarrow once, with their
+threads off (so the fork is safe): a fresh worker pays no import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from pipelines.settings import SparkSettings
+from pipelines.spark_session import spark_conf, warm_python_workers
+
+
+def test_the_daemon_preloads_and_stays_single_threaded() -> None:
+    probe = "import sys, pipelines.worker_daemon as d; d.preload(); print(d.native_threads(), 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ["1", "True"]
+
+
+def test_the_session_names_the_daemon_unless_turned_off() -> None:
+    assert spark_conf(SparkSettings(), [])["spark.python.daemon.module"] == "pipelines.worker_daemon"
+    assert "spark.python.daemon.module" not in spark_conf(SparkSettings(preload_worker_imports=False), [])
+
+
+def _who_forked_me(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import os
+    import sys
+
+    for _ in batches:
+        pass
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        parent = f.read().replace(b"\0", b" ").decode()
+    yield pa.RecordBatch.from_pydict({"parent": pa.array([parent]), "pandas": pa.array(["pandas" in sys.modules])})
+
+
+def test_workers_fork_from_the_preloading_daemon(spark) -> None:
+    assert warm_python_workers(spark, 2) is not None
+    rows = spark.range(2, numPartitions=2).mapInArrow(_who_forked_me, "parent string, pandas boolean").collect()
+    assert rows and all("pipelines.worker_daemon" in r.parent and r.pandas for r in rows), rows
