@@ -18,7 +18,7 @@ from orchestration.cli.common import ConfigOption, console, friendly_errors
 
 
 def checkpoint_command(
-    max_recovery: float = typer.Option(1.3, min=0.05, help="The adaptive policy's recovery bound, seconds."),
+    max_recovery: float = typer.Option(0.45, min=0.05, help="The adaptive policy's recovery bound, seconds."),
     short_period: float = typer.Option(9.0, min=0.5, help="The short fixed period, seconds (the paper's 9 s)."),
     long_period: float = typer.Option(14.0, min=0.5, help="The long fixed period, seconds (the paper's 14 s)."),
     peak_rate: float = typer.Option(2000.0, min=10.0, help="Peak of the eSault trace, lines/s."),
