@@ -170,11 +170,12 @@ def plot_admission(results: dict[str, Any], path: Path) -> None:
             f"{mode}: longest batch {_seconds(summary['max_batch_s'])} s, rescales waited {waits} s",
             fontsize="medium",
         )
-        admitted = ax.twinx()
-        admitted.step(
-            [b["start_s"] for b in batches], [b["admitted"] or 0 for b in batches], where="post", color="orange"
-        )
-        admitted.set_ylabel("records admitted", color="orange")
+        if any(b["admitted"] is not None for b in batches):  # recorded only where admission runs
+            admitted = ax.twinx()
+            admitted.step(
+                [b["start_s"] for b in batches], [b["admitted"] or 0 for b in batches], where="post", color="orange"
+            )
+            admitted.set_ylabel("records admitted", color="orange")
     axes[0, 0].legend(fontsize="x-small", loc="upper left")
     axes[-1, 0].set_xlabel("seconds since the stream started")
     if results["repetitions"] > 1:
