@@ -15,7 +15,11 @@ for it. So the "spout" here is how many records the next batch admits (Spark's
 - below the **low watermark**, the cap is raised multiplicatively while it still binds (the
   batch admitted the whole cap: Kafka holds more), and lifted once it no longer binds (the
   backlog has drained);
-- between the two, the cap holds: hysteresis, no oscillation.
+- between the two, the cap holds (hysteresis, no oscillation), unless it binds and a batch of
+  `increase_factor` × its records would still end under the high watermark even if its whole
+  duration grew with the records (the fixed part of a batch does not, so this over-predicts):
+  then it is raised. Without this a cap could never rise on a loaded machine whose batches cost
+  more than the low watermark however few records they admit (a soak saw caps stuck at 100).
 
 Nothing is dropped or reordered: the records above the cap stay in Kafka for later batches. The
 decision reports the admitted rate apart from the cap and passes the Kafka lag through, so a
@@ -123,6 +127,16 @@ class AdmissionDecision(BaseModel):
         return self.cap_records != self.previous_cap_records
 
 
+BINDING_SHARE = 0.95
+"""A batch that admitted at least this share of its cap was held back by it: Spark splits the cap
+over the partitions in proportion to their backlog and rounds down, so a binding cap admits a
+few records less than itself."""
+
+
+def binds(cap: int, admitted: int) -> bool:
+    return admitted >= BINDING_SHARE * cap
+
+
 class AdmissionController:
     """Decides the next batch's cap. Stateless itself: all memory is in the `AdmissionState`."""
 
@@ -167,9 +181,20 @@ class AdmissionController:
             below = f"batch took {took:.1f} s < low watermark {opts.low_watermark_s:g} s"
             if cap is None:
                 return None, "uncapped", f"{below}: uncapped"
-            if admitted < cap:
+            if not binds(cap, admitted):
                 return None, "lift", f"{below} and admitted {admitted} < cap {cap} (backlog drained): cap lifted"
             raised = math.ceil(cap * opts.increase_factor)
             return raised, "raise", f"{below} and the cap bound: cap raised {cap} → {raised} records"
         band = f"{opts.low_watermark_s:g}–{opts.high_watermark_s:g} s"
+        bound = took * opts.increase_factor
+        if cap is not None and binds(cap, admitted) and bound <= opts.high_watermark_s:
+            raised = math.ceil(cap * opts.increase_factor)
+            return (
+                raised,
+                "raise",
+                (
+                    f"batch took {took:.1f} s and the cap bound; {opts.increase_factor:g}× its records would take "
+                    f"at most {bound:.1f} s ≤ high watermark {opts.high_watermark_s:g} s: cap raised {cap} → {raised}"
+                ),
+            )
         return cap, "hold", f"batch took {took:.1f} s, between the watermarks ({band}): held ({shown})"

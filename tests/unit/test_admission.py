@@ -63,10 +63,19 @@ def test_below_the_low_watermark_a_binding_cap_rises_and_a_loose_one_is_lifted()
 
 
 @pytest.mark.parametrize("duration_s", [2.0, 3.5, 5.0])
-def test_between_the_watermarks_the_cap_holds(duration_s):
-    for cap, admitted in [(1_000, 1_000), (1_000, 10), (None, 5_000)]:
+def test_between_the_watermarks_a_loose_cap_holds(duration_s):
+    for cap, admitted in [(1_000, 10), (None, 5_000)]:
         decision = _decide(cap, duration_s, admitted)
         assert (decision.cap_records, decision.rule, decision.changed) == (cap, "hold", False)
+
+
+def test_between_the_watermarks_a_binding_cap_rises_only_while_more_would_still_fit():
+    # 2.0 s × 1.5 = 3.0 s ≤ 5 s: even if the whole batch grew with its records it would fit.
+    assert (_decide(1_000, 2.0, 1_000).cap_records, _decide(1_000, 2.0, 1_000).rule) == (1_500, "raise")
+    # Spark rounds the cap down per partition: 97 of 100 is a binding cap.
+    assert _decide(100, 2.0, 97).rule == "raise"
+    # 3.5 s × 1.5 = 5.25 s > 5 s: the cap holds (hysteresis).
+    assert (_decide(1_000, 3.5, 1_000).cap_records, _decide(1_000, 3.5, 1_000).rule) == (1_000, "hold")
 
 
 def test_the_admitted_rate_and_the_lag_are_reported_apart_from_the_cap():
@@ -106,7 +115,7 @@ def test_state_round_trips_through_json_and_a_restarted_driver_decides_the_same(
     controller = AdmissionController(OPTIONS)
     outcomes = [
         BatchOutcome(batch_id=i, duration_s=d, admitted_records=a)
-        for i, (d, a) in enumerate([(1.0, 500), (7.0, 9_000), (5.5, 6_000), (3.0, 4_200), (1.0, 4_200), (1.0, 100)])
+        for i, (d, a) in enumerate([(1.0, 500), (7.0, 9_000), (5.5, 6_000), (4.0, 4_200), (1.0, 4_200), (1.0, 100)])
     ]
     state = AdmissionState()
     straight = []
@@ -214,7 +223,11 @@ def test_the_cap_is_never_below_min_cap_and_moves_only_outside_the_watermarks(se
         after = state.cap_records
         assert after is None or after >= min_cap
         if OPTIONS.low_watermark_s <= duration_s <= OPTIONS.high_watermark_s:
-            assert after == before
+            fits = duration_s * OPTIONS.increase_factor <= OPTIONS.high_watermark_s
+            if before is not None and admitted >= 0.95 * before and fits:
+                assert after is not None and after > before
+            else:
+                assert after == before
         elif duration_s > OPTIONS.high_watermark_s:
             assert after is not None or admitted == 0
             assert before is None or after is None or after <= before
