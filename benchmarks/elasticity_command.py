@@ -33,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import typer
@@ -44,6 +44,9 @@ from rich.table import Table
 from benchmarks.stream_process import start_stream_process, stop_stream_process, stream_settings_file
 from orchestration.cli.common import ConfigOption, friendly_errors
 from pipelines.settings import KafkaConnection
+
+if TYPE_CHECKING:
+    from orchestration.elasticity.policy import ElasticityPolicy
 
 
 @dataclass
@@ -324,11 +327,25 @@ def repetitions_table(repeated: dict[str, dict[str, Any]]) -> Table:
     return table
 
 
+def bench_policy(options: BenchOptions) -> ElasticityPolicy:
+    """The elasticity sensor's policy for the benchmark's stream: its SLO and period, and the longest
+    wait a resize run may have for the stream (the run's own limit)."""
+    from orchestration.elasticity.policy import ElasticityPolicy
+    from orchestration.names import RESIZE_MAX_WAIT_S
+
+    return ElasticityPolicy(
+        slo_s=options.slo_s,
+        sample_period_s=options.interval_s,
+        probe_timeout_s=3 * options.slo_s,
+        max_channels=options.max_channels,
+        rescale_timeout_s=RESIZE_MAX_WAIT_S,
+    )
+
+
 def run_benchmark(settings, options: BenchOptions, console: Console):
     """The three phases (see the module docstring); returns (figures, measured run)."""
     from benchmarks.control_figures import StaticChoice, elasticity_figures
     from elasticity.control.simulation import SimulationRun, StageModelOptions
-    from orchestration.elasticity.policy import ElasticityPolicy
     from pipelines.kafka_topics import TopicSpec, ensure_topics
     from pipelines.load import LoadSpec
     from pipelines.load.profiles import rate_profile
@@ -349,13 +366,7 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
         service_ms_per_record=options.service_ms,
     )
     ensure_topics(bootstrap, [TopicSpec(name=spec.input_topic, partitions=4)])
-    policy = ElasticityPolicy(
-        slo_s=options.slo_s,
-        sample_period_s=options.interval_s,
-        probe_timeout_s=3 * options.slo_s,
-        max_channels=options.max_channels,
-        rescale_timeout_s=600,
-    )
+    policy = bench_policy(options)
     profile = rate_profile(LoadSpec(**_load_kwargs(spec, options)))
     stream = _start_stream(
         stream_settings_file(settings, folder, options.max_channels), spec, options, folder / "stream.log"
