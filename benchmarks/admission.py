@@ -165,6 +165,12 @@ class BatchPoint:
     cap: int | None
     rule: str | None
     restart_ms: float | None
+    channels: int = 0
+    """Channels the batch ran on (a rescale's batch runs on the new layout)."""
+    phase_ms: dict[str, float] = field(default_factory=dict)
+    """Where the batch's time went (the rescale's migration, the stage, the archive...)."""
+    slowest_channel_ms: float | None = None
+    """The slowest channel's task, with its fresh worker's warm-up if it had one."""
 
 
 @dataclass
@@ -418,6 +424,9 @@ def _point(metrics, began: float) -> BatchPoint:
         cap=metrics.admission_cap,
         rule=metrics.admission_rule,
         restart_ms=metrics.query_restart_ms,
+        channels=metrics.channels,
+        phase_ms={name: round(ms, 1) for name, ms in metrics.phase_ms.items()},
+        slowest_channel_ms=max((c.proc_ms for c in metrics.per_channel), default=None),
     )
 
 

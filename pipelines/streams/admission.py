@@ -69,9 +69,10 @@ def forget_unstarted_batch(checkpoint: str, holds: Callable[[int], bool]) -> int
     return batch_id
 
 
-MAINTENANCE_PHASES = ("compact",)
-"""Batch phases whose time does not grow with the records admitted (the results compaction every
-N batches): left out of the duration admission control judges."""
+MAINTENANCE_PHASES = ("compact", "rescale")
+"""Batch phases whose time does not grow with the records admitted (the swap of a compaction
+staged in the background, a rescale's migration at the batch's start): left out of the duration
+admission control judges, which would otherwise lower the cap for them."""
 
 
 def batch_outcome(metrics: BatchMetrics, admitted: int) -> BatchOutcome:

@@ -77,3 +77,11 @@ def test_the_results_compaction_is_not_counted_as_load():
     metrics.phase_ms = {"compact": 4000.0, "stage": 2000.0}
     outcome = batch_outcome(metrics, admitted=294)
     assert outcome.duration_s == 2.2 and outcome.admitted_records == 294
+
+
+def test_a_rescale_at_the_batch_start_is_not_counted_as_load():
+    # The migration of a rescale runs at the start of the batch that applies it; a cap lowered
+    # for it would hold back the records the added channel is there to take.
+    metrics = BatchMetrics(stream="s", batch_id=31, epoch=1, channels=3, wall_time=0.0, batch_ms=4000.0)
+    metrics.phase_ms = {"rescale": 900.0, "stage": 2900.0}
+    assert batch_outcome(metrics, admitted=640).duration_s == 3.1
