@@ -23,7 +23,6 @@ capacity does not depend on what else the 2-core machine runs, and 5× of it can
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,6 +31,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from benchmarks.repeats import spread
 from benchmarks.spark_runs import NATIVE_OUTPUTS, Trickle, check_results, new_topic, produce, wait_caught_up
 from elasticity.admission import AdmissionOptions
 
@@ -103,14 +103,6 @@ def next_rescale_channels(channels: int, committed: int) -> int:
     """The channels the next rescale asks for after `committed` rescales committed: one more than
     at the start, then back, and so on (the stage never grows without bound)."""
     return channels + 1 if committed % 2 == 0 else channels
-
-
-def spread(values: Sequence[float | None]) -> dict[str, float | int | None]:
-    """Median, min and max of the values present (None: not measured in that round), and how many."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return {"median": None, "min": None, "max": None, "n": 0}
-    return {"median": statistics.median(present), "min": min(present), "max": max(present), "n": len(present)}
 
 
 MEDIAN_FIGURES = (

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import signal
-import statistics
 import subprocess
 import threading
 import time
@@ -40,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.repeats import spread
 from benchmarks.spark_runs import last_commit
 from benchmarks.stream_process import start_stream_process, stop_stream_process
 
@@ -433,7 +433,8 @@ def rounds_document(rounds: list[list[PolicyResult]], options: dict[str, Any]) -
     policies = {}
     for name in documents[-1]["policies"]:
         per_round = [d["policies"][name] for d in documents if name in d["policies"]]
-        median = {key: _median([r[key] for r in per_round]) for key in MEDIAN_FIGURES}
+        spreads = {key: spread([r[key] for r in per_round]) for key in MEDIAN_FIGURES}
+        median = {key: figure["median"] for key, figure in spreads.items()}
         policies[name] = {
             **per_round[-1],
             **median,
@@ -441,7 +442,7 @@ def rounds_document(rounds: list[list[PolicyResult]], options: dict[str, Any]) -
             "correct": all(r["correct"] for r in per_round),
             "over_bound_total": sum(r["over_bound"] for r in per_round),
             "rounds": len(per_round),
-            "spread": {key: _spread([r[key] for r in per_round]) for key in MEDIAN_FIGURES},
+            "spread": spreads,
         }
     return {
         "options": options,
@@ -450,16 +451,6 @@ def rounds_document(rounds: list[list[PolicyResult]], options: dict[str, Any]) -
         "series": documents[-1]["series"],
         "correct": all(d["correct"] for d in documents),
     }
-
-
-def _median(values: list[Any]) -> float | None:
-    known = [v for v in values if v is not None]
-    return float(statistics.median(known)) if known else None
-
-
-def _spread(values: list[Any]) -> dict[str, Any]:
-    known = [v for v in values if v is not None]
-    return {"min": min(known, default=None), "max": max(known, default=None), "runs": values}
 
 
 def run_summary_document(results: list[PolicyResult], options: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.repeats import spread
 from elasticity.control.decision import Decision
 from elasticity.control.options import ControlOptions
 from elasticity.control.simulation import (
@@ -237,8 +238,7 @@ def repeated_summary(summaries: list[dict[str, Any]]) -> dict[str, dict[str, Any
         raise ValueError("no runs to summarize")
     out: dict[str, dict[str, Any]] = {}
     for name in REPEATED_FIGURES:
-        values = [float(s[name]) for s in summaries]
-        out[name] = {"median": float(np.median(values)), "min": min(values), "max": max(values), "runs": values}
+        out[name] = spread([float(s[name]) for s in summaries])
     return out
 
 
