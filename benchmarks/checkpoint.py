@@ -27,6 +27,7 @@ with its min, max and every round's value beside it (`spread`).
 from __future__ import annotations
 
 import json
+import random
 import signal
 import subprocess
 import threading
@@ -96,6 +97,11 @@ class CheckpointBenchOptions:
     """Seconds between SIGKILLs, counted from the trace's start."""
     first_kill_s: float = 55.0
     """When the first SIGKILL lands (15 s into the peak; the next near its end, then in the valley)."""
+    kill_jitter_s: float = 10.0
+    """Each kill lands at a time drawn uniformly within this many seconds of its regular time: the
+    same draws for every policy of a round, new ones each round (0: the regular times)."""
+    seed: int = 0
+    """Seed of those draws (round r draws from seed * 1000 + r)."""
     caught_up_lag: int = 3_000
     """Lines behind the topic's end below which a restarted stream counts as caught up: the next
     kill waits for it, and the seconds from a kill until then are left out of the latency cost."""
@@ -105,6 +111,17 @@ class CheckpointBenchOptions:
     """The policies to run (all three by default; fewer to calibrate)."""
     repetitions: int = 1
     """Rounds of every policy; the figures are medians over the rounds."""
+
+    def kill_times(self, round_index: int) -> list[float]:
+        """When the kills of round `round_index` are due, seconds into the trace (each waits, too,
+        for the previous restart's catch-up and a batch in flight)."""
+        draws = random.Random(self.seed * 1000 + round_index)
+        times, regular = [], self.first_kill_s
+        while regular < self.duration_s - 10:
+            jitter = draws.uniform(-self.kill_jitter_s, self.kill_jitter_s) if self.kill_jitter_s > 0 else 0.0
+            times.append(max(1.0, regular + jitter))
+            regular += self.kill_every_s
+        return times
 
     def policies(self) -> list[PolicyRun]:
         runs = {
@@ -223,7 +240,14 @@ def _wait_for_commit_after(checkpoint: str, batch_id: int, process: subprocess.P
 
 
 def run_policy(
-    spark, bootstrap: str, config: Path, folder: Path, options: CheckpointBenchOptions, run: PolicyRun, step: Step
+    spark,
+    bootstrap: str,
+    config: Path,
+    folder: Path,
+    options: CheckpointBenchOptions,
+    run: PolicyRun,
+    step: Step,
+    kill_times: list[float],
 ) -> PolicyResult:
     """One policy under the trace with SIGKILLs; its kills, batches, snapshots and figures."""
     from benchmarks.spark_runs import check_results, new_topic, wait_caught_up
@@ -260,7 +284,8 @@ def run_policy(
     loader.start()
     kills: list[Kill] = []
     try:
-        next_kill, lag_checked = options.first_kill_s, 0.0
+        due = list(kill_times)
+        next_kill, lag_checked = due.pop(0) if due else float("inf"), 0.0
         while loader.is_alive():
             elapsed = time.time() - started
             if kills and kills[-1].caught_up_at_s is None and elapsed >= lag_checked + 0.5:
@@ -279,7 +304,7 @@ def run_policy(
                 process = start()
                 kill.back_at_s = _wait_for_commit_after(checkpoint, before, process, options.timeout_s) - started
                 kills.append(kill)
-                next_kill = max(next_kill + options.kill_every_s, kill.back_at_s)
+                next_kill = max(due.pop(0), kill.back_at_s) if due else float("inf")
                 step(f"{run.name}: back after {kill.restart_s:.1f} s")
             time.sleep(0.02)
         loader.join()
@@ -409,8 +434,9 @@ def run_checkpoint_benchmark(
     for number in range(options.repetitions):
         label = f"round {number + 1}/{options.repetitions}: " if options.repetitions > 1 else ""
         labelled: Step = lambda d, label=label: step(label + d)  # type: ignore[misc]  # noqa: E731
+        kills = options.kill_times(number)
         rounds.append(
-            [run_policy(spark, bootstrap, config, folder, options, run, labelled) for run in options.policies()]
+            [run_policy(spark, bootstrap, config, folder, options, run, labelled, kills) for run in options.policies()]
         )
     return {**rounds_document(rounds, asdict(options)), "machine": machine()}
 

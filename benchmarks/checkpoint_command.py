@@ -30,6 +30,12 @@ def checkpoint_command(
     duration: float = typer.Option(190.0, min=30.0, help="Seconds of the trace played per policy."),
     kill_every: float = typer.Option(45.0, min=10.0, help="Seconds between SIGKILLs."),
     first_kill: float = typer.Option(55.0, min=5.0, help="When the first SIGKILL lands, seconds into the trace."),
+    kill_jitter: float = typer.Option(
+        10.0, min=0.0, help="Each kill drawn within this many seconds of its regular time (0: regular)."
+    ),
+    seed: int = typer.Option(
+        0, help="Seed of the kill times' draws (new draws each round, the same for every policy)."
+    ),
     max_offsets: int = typer.Option(6_000, min=100, help="Cap on lines per batch."),
     only: str = typer.Option("short,long,adaptive", help="Policies to run, comma-separated (to calibrate)."),
     repetitions: int = typer.Option(1, min=1, help="Rounds of every policy; figures are medians over them."),
@@ -56,6 +62,8 @@ def checkpoint_command(
             long_period_s=long_period,
             kill_every_s=kill_every,
             first_kill_s=first_kill,
+            kill_jitter_s=kill_jitter,
+            seed=seed,
             only=_policy_names(only),
             repetitions=repetitions,
         )
@@ -75,7 +83,8 @@ def checkpoint_command(
         f"esp bench checkpoint --max-recovery {max_recovery} --short-period {short_period} --long-period "
         f"{long_period} --peak-rate {peak_rate} --words-per-line {words_per_line} --vocabulary {vocabulary} "
         f"--channels {channels} "
-        f"--duration {duration} --kill-every {kill_every} --first-kill {first_kill} --max-offsets {max_offsets} "
+        f"--duration {duration} --kill-every {kill_every} --first-kill {first_kill} --kill-jitter {kill_jitter} "
+        f"--seed {seed} --max-offsets {max_offsets} "
         f"--only {only} --repetitions {repetitions} --json {json_out}"
     )
     write_json(results, json_out)

@@ -93,3 +93,16 @@ def test_several_rounds_report_medians_with_their_spread_and_every_recovery() ->
     assert [r["round"] for r in summary["recoveries"]] == [1, 2, 3]
     assert summary["over_bound_total"] == 2 and summary["rounds"] == 3 and document["correct"]
     assert "rounds 3" not in checkpoint_table(document).title and "medians of 3" in checkpoint_table(document).title
+
+
+def test_kill_times_are_drawn_around_the_regular_ones_the_same_for_every_policy_of_a_round():
+    from benchmarks.checkpoint import CheckpointBenchOptions
+
+    options = CheckpointBenchOptions(duration_s=190.0, first_kill_s=55.0, kill_every_s=45.0, kill_jitter_s=10.0)
+    first, again, second = options.kill_times(0), options.kill_times(0), options.kill_times(1)
+    assert first == again and first != second
+    assert len(first) == 3  # due near 55, 100 and 145 s; 190 is within 10 s of the end
+    for drawn, regular in zip(first, (55.0, 100.0, 145.0)):
+        assert abs(drawn - regular) <= 10.0
+    regular = CheckpointBenchOptions(kill_jitter_s=0.0).kill_times(3)
+    assert regular == [55.0, 100.0, 145.0]
