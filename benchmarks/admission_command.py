@@ -69,7 +69,9 @@ def admission_command(
             bench_broker(settings, bootstrap) as servers,
         ):
             options = replace(wanted, workdir=scratch)
-            spark = bench_spark(settings, options.topic_partitions)
+            # One slot per channel at the most (a rescale adds one): the stage waits on I/O, and a
+            # channel without a slot would wait for another's task and lengthen the batch.
+            spark = bench_spark(settings, options.topic_partitions, slots=max(2, options.channels + 1))
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as p:
                 task = p.add_task("calibrating the stage's capacity", total=None)
                 results = run_admission_benchmark(spark, servers, options, lambda d: p.update(task, description=d))

@@ -55,18 +55,21 @@ def bench_broker(settings, bootstrap: str | None) -> Iterator[str]:
             broker.down()
 
 
-def bench_spark(settings, shuffle_partitions: int):
-    """The one Spark session of a benchmark run (no UI, no console progress bars)."""
+def bench_spark(settings, shuffle_partitions: int, slots: int | None = None):
+    """The one Spark session of a benchmark run (no UI, no console progress bars); with `slots`,
+    a local master with that many task slots (a stage whose channels wait on I/O may have more
+    channels than the machine has cores, but not more than task slots)."""
     from pipelines.spark_session import build_spark_session
 
-    spark_settings = settings.spark.model_copy(
-        update={
-            "ui_enabled": False,
-            "shuffle_partitions": shuffle_partitions,
-            "app_name": "esp-bench",
-            "conf": {**settings.spark.conf, "spark.ui.showConsoleProgress": "false"},
-        }
-    )
+    update = {
+        "ui_enabled": False,
+        "shuffle_partitions": shuffle_partitions,
+        "app_name": "esp-bench",
+        "conf": {**settings.spark.conf, "spark.ui.showConsoleProgress": "false"},
+    }
+    if slots is not None:
+        update["master"] = f"local[{slots}]"
+    spark_settings = settings.spark.model_copy(update=update)
     spark = build_spark_session(settings.model_copy(update={"spark": spark_settings}))
     spark.sparkContext.setLogLevel("ERROR")
     return spark
