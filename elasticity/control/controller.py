@@ -483,9 +483,8 @@ class ScalingController:
 
     def _scale_out_target(self, state: ControllerState, ev: Evaluation, level: int) -> int | None:
         """P1 + P6: the level covering the channels the capacity estimate says the input needs at
-        scale_out_utilization (and to drain the backlog), at least the next level (without an
-        estimate: what the lower bound surely carries, else the next level); None (hold) when
-        history shows a level above that gave no gain.
+        scale_out_utilization (and to drain the backlog), at least the next level (just the next level
+        without an estimate); None (hold) when history shows a level above that gave no gain.
 
         The jump is what the estimate supports, rounded up to the ladder: the history is kept per
         level, and the rounding is headroom a stage rising in steps uses at once."""
@@ -497,12 +496,6 @@ class ScalingController:
         capacity = state.channel_capacity_rps
         if capacity and capacity > 0:
             needed = self._channels_needed(ev, ev.input_rate_rps, capacity, self.options.scale_out_utilization)
-            target = max(target, self.levels.level_covering(needed))
-        elif state.capacity_floor_rps:
-            # No saturated period yet: each channel surely does the lower bound, so this many carry
-            # the input at scale_out_utilization. The bound is low while the input rises, which
-            # over-sizes already: no backlog term on top (that made 1 -> 8 where 4 would do).
-            needed = ev.input_rate_rps / (state.capacity_floor_rps * self.options.scale_out_utilization)
             target = max(target, self.levels.level_covering(needed))
         return self.levels.channels_at(min(target, self.levels.top))
 
@@ -681,9 +674,6 @@ class ScalingController:
     def _sized_text(state: ControllerState) -> str:
         samples = state.capacity_samples_rps
         if not samples:
-            if state.channel_capacity_rps is None and state.capacity_floor_rps:
-                floor = state.capacity_floor_rps
-                return f" (sized by the lower bound of {floor:,.0f} rec/s per channel: no saturated period yet)"
             return ""
         mean, spread = float(np.mean(samples)), float(np.std(samples))
         return (
