@@ -65,6 +65,10 @@ class BenchOptions:
     static_seconds: float
     static_target: float
     max_offsets: int
+    scale_out_utilization: float | None = None
+    """The sensor policy's P6 target (None: the policy's default)."""
+    scale_in_utilization: float | None = None
+    """The sensor policy's P2 target (None: the policy's default)."""
 
 
 @dataclass
@@ -260,6 +264,12 @@ def elasticity_command(
     repetitions: int = typer.Option(
         1, "--repetitions", min=1, help="Whole runs (each on a fresh stream); figures as medians with their spread."
     ),
+    scale_out_utilization: float | None = typer.Option(
+        None, min=0.05, max=1.0, help="The policy's scale-out utilization target (default: the policy's)."
+    ),
+    scale_in_utilization: float | None = typer.Option(
+        None, min=0.05, max=1.0, help="The policy's scale-in utilization target (default: the policy's)."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Run the elastic loop on a real stream under a trace, then static references; JSON + PNG."""
@@ -278,6 +288,8 @@ def elasticity_command(
         static_seconds,
         static_target,
         max_offsets,
+        scale_out_utilization,
+        scale_in_utilization,
     )
     console = Console()
     runs = []
@@ -333,12 +345,21 @@ def bench_policy(options: BenchOptions) -> ElasticityPolicy:
     from orchestration.elasticity.policy import ElasticityPolicy
     from orchestration.names import RESIZE_MAX_WAIT_S
 
+    targets = {
+        name: value
+        for name, value in (
+            ("scale_out_utilization", options.scale_out_utilization),
+            ("scale_in_utilization", options.scale_in_utilization),
+        )
+        if value is not None
+    }
     return ElasticityPolicy(
         slo_s=options.slo_s,
         sample_period_s=options.interval_s,
         probe_timeout_s=3 * options.slo_s,
         max_channels=options.max_channels,
         rescale_timeout_s=RESIZE_MAX_WAIT_S,
+        **targets,
     )
 
 

@@ -62,6 +62,12 @@ class ElasticityPolicy(BaseModel):
     rescale_timeout_s: float = Field(
         300.0, gt=0, le=RESIZE_MAX_WAIT_S, description="How long a rescale run waits for the stream to apply it."
     )
+    scale_out_utilization: float = Field(
+        0.6, gt=0, le=1, description="A scale-out sizes for this share of the measured per-channel capacity (P6)."
+    )
+    scale_in_utilization: float = Field(
+        0.5, gt=0, le=1, description="A scale-in goes only to a count that runs at most this share of capacity (P2)."
+    )
     control: ControlOptions | None = Field(
         None, description="Full detector/controller options; None: derived from the fields above (control_options())."
     )
@@ -70,6 +76,11 @@ class ElasticityPolicy(BaseModel):
     def _bounds(self) -> ElasticityPolicy:
         if self.min_channels > self.max_channels:
             raise ValueError(f"min_channels {self.min_channels} > max_channels {self.max_channels}")
+        if self.scale_in_utilization > self.scale_out_utilization:
+            raise ValueError(
+                f"scale_in_utilization {self.scale_in_utilization} > scale_out_utilization "
+                f"{self.scale_out_utilization}: no band between them, a scale-in would be answered by a scale-out"
+            )
         return self
 
     def control_options(self) -> ControlOptions:
@@ -106,8 +117,8 @@ class ElasticityPolicy(BaseModel):
                 # A rescale run gives up after rescale_timeout_s: until then a rescale not yet visible
                 # in the metrics is still in flight, not failed.
                 rescale_timeout_s=self.rescale_timeout_s,
-                scale_out_utilization=0.6,
-                scale_in_utilization=0.5,
+                scale_out_utilization=self.scale_out_utilization,
+                scale_in_utilization=self.scale_in_utilization,
                 enable_split_merge=self.split_merge,
             ),
         )

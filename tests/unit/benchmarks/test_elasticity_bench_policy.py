@@ -33,3 +33,10 @@ def test_the_policy_takes_the_benchmark_options() -> None:
 
 def test_a_resize_run_waits_as_long_as_a_run_may() -> None:
     assert bench_policy(bench_options()).rescale_timeout_s == RESIZE_MAX_WAIT_S
+
+
+def test_the_utilization_targets_reach_the_policy_only_when_given():
+    default = bench_policy(bench_options())
+    assert default.scale_out_utilization == 0.6 and default.scale_in_utilization == 0.5
+    tuned = bench_policy(bench_options(scale_out_utilization=0.8, scale_in_utilization=0.7))
+    assert (tuned.scale_out_utilization, tuned.scale_in_utilization) == (0.8, 0.7)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, materialize
+from pydantic import ValidationError
 
 from orchestration.elasticity.decisions import read_decision
 from orchestration.elasticity.policy import (
@@ -144,3 +145,10 @@ def test_split_merge_and_cooldown_reach_the_controller():
     options = ElasticityPolicy(split_merge=False, cooldown_s=45.0).control_options().controller
     assert (options.enable_split_merge, options.cooldown_s) == (False, 45.0)
     assert ElasticityPolicy(sample_period_s=7.0).control_options().controller.cooldown_s == 7.0
+
+
+def test_the_utilization_targets_reach_the_controller_and_keep_a_band():
+    options = ElasticityPolicy(scale_out_utilization=0.75, scale_in_utilization=0.7).control_options().controller
+    assert (options.scale_out_utilization, options.scale_in_utilization) == (0.75, 0.7)
+    with pytest.raises(ValidationError, match="no band between them"):
+        ElasticityPolicy(scale_out_utilization=0.6, scale_in_utilization=0.7)
