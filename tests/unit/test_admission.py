@@ -133,6 +133,22 @@ def test_a_rise_between_the_watermarks_goes_half_way_to_the_records_that_overran
     assert AdmissionController(OPTIONS).decide(state, late)[1].cap_records == 2_850
 
 
+def test_a_cap_that_overran_mildly_and_held_does_not_rise_between_the_watermarks():
+    controller = AdmissionController(OPTIONS)
+    state = AdmissionState(cap_records=1_000)
+    outcomes = [(5.5, 1_000), (2.0, 1_000), (2.0, 1_000), (2.0, 1_000)]
+    rules = []
+    for batch_id, (took, admitted) in enumerate(outcomes):
+        state, decision = controller.decide(
+            state, BatchOutcome(batch_id=batch_id, duration_s=took, admitted_records=admitted)
+        )
+        rules.append(decision.rule)
+    # The mild overrun held the cap and is its ceiling: a rise would go past it.
+    assert rules == ["hold"] * 4
+    assert (state.cap_records, state.ceiling_records) == (1_000, 1_000)
+    assert "within 10% of the 1000 records that overran" in decision.reason
+
+
 def test_a_raise_past_the_ceiling_from_below_the_low_watermark_forgets_it():
     state, decision = AdmissionController(OPTIONS).decide(
         AdmissionState(cap_records=1_900, ceiling_records=2_000, overrun_batch_id=5),
