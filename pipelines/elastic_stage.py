@@ -29,6 +29,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pyarrow as pa
 from pyspark import Accumulator, AccumulatorParam
@@ -38,7 +39,7 @@ from pyspark.sql import types as T
 
 from elasticity.layout import Layout
 from elasticity.lease import Fence
-from elasticity.state import Int64Codec, MemoryBackend, RocksBackend, StateStore
+from elasticity.state import BytesCodec, Int64Codec, MemoryBackend, RocksBackend, StateStore
 from elasticity.state.backend import channel_dir_name
 from pipelines import working_copies
 from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
@@ -72,6 +73,8 @@ class StageSpec:
     service_ms_per_record: float = 0.0
     fence: Fence | None = None
     """The driver's lease token: a task commits only while it is current (one writer per stream)."""
+    value_codec: Literal["int64", "bytes"] = "int64"
+    """How the channel stores hold values: counts (int64), or bytes an operator's own codec encodes."""
 
 
 KEY_HASH_SQL = "xxhash64(key) AS key_hash"
@@ -214,7 +217,7 @@ class WorkerStores:
     swept_epoch: int | None = None
 
     def _backend(self, epoch: int):
-        codec = Int64Codec()
+        codec = Int64Codec() if self.spec.value_codec == "int64" else BytesCodec()
         if self.spec.store_kind == "memory":
             return MemoryBackend(codec, durable=self.spec.durable_uri)
         return RocksBackend(codec, durable=self.spec.durable_uri, local_dir=self._local(epoch))

@@ -24,9 +24,14 @@ FORBIDDEN: dict[str, frozenset[str]] = {
             "orchestration",
             "benchmarks",
             "infra",
+            "examples",
         }
     ),
-    "pipelines": frozenset({"dagster", "dagster_pyspark", "dagster_webserver", "orchestration", "benchmarks", "infra"}),
+    "pipelines": frozenset(
+        {"dagster", "dagster_pyspark", "dagster_webserver", "orchestration", "benchmarks", "infra", "examples"}
+    ),
+    # User jobs: written against the public API (pipelines.api, elasticity.operators) only.
+    "examples": frozenset({"dagster", "dagster_pyspark", "dagster_webserver", "orchestration", "benchmarks", "infra"}),
     "orchestration": frozenset({"benchmarks", "infra"}),
     "benchmarks": frozenset({"infra"}),
 }

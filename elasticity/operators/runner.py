@@ -17,6 +17,8 @@ recorded ones (Spark's offset log keeps both), not the clock's. Nothing extra is
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +46,8 @@ class ChannelResult:
     output: pa.Table
     rejected: pa.Table
     replayed: bool
+    commit_s: float | None = None
+    """Time the commit spent applying the batch to the working set (None: a replay, nothing applied)."""
 
 
 def with_hashes(rows: pa.Table, key_column: str) -> pa.Table:
@@ -57,11 +61,14 @@ def with_hashes(rows: pa.Table, key_column: str) -> pa.Table:
 class ChannelRunner(Generic[S]):
     """One operator on one channel's store; keep one per channel per process (its timer index)."""
 
-    def __init__(self, operator: KeyedOperator[S], store: StateStore) -> None:
+    def __init__(self, operator: KeyedOperator[S], store: StateStore, fence: Callable[[], None] | None = None) -> None:
+        """`fence` raises when this process may no longer write the stream (a deposed driver's
+        task); it is checked after the batch's work, before its commit."""
         if not isinstance(store.codec, BytesCodec):
             raise TypeError("an operator's channel store holds bytes (BytesCodec); the operator's codec encodes")
         self.operator = operator
         self.store = store
+        self.fence = fence
         self.timers = TimerIndex()
 
     def run(self, batch_id: int, rows: pa.Table, watermark_ms: int, processing_ms: int) -> ChannelResult:
@@ -75,14 +82,18 @@ class ChannelRunner(Generic[S]):
         tx = self.store.begin(batch_id)
         try:
             output = process(self.operator, tx, self.timers, rows, ctx)
+            if self.fence is not None:
+                self.fence()
+            committing = time.perf_counter()
             tx.commit()
+            commit_s = time.perf_counter() - committing
         except BaseException:
             if tx.state in (TxState.STARTED, TxState.PREPARED):
                 tx.abort()
             self.timers.invalidate()  # it saw writes that were not committed
             raise
         self.timers.version = self.store.version
-        return ChannelResult(output, _rejected(ctx), replayed=False)
+        return ChannelResult(output, _rejected(ctx), replayed=False, commit_s=commit_s)
 
     def _recompute(self, rows: pa.Table, ctx: Context) -> ChannelResult:
         scratch = state_before(self.store, ctx.batch_id)

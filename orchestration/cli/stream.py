@@ -62,7 +62,9 @@ def _spec(
 @stream_app.command("run")
 def run(
     name: str = typer.Option("wordcount", help="Stream name (prefixes its topics and folders)."),
-    job: str = typer.Option("wordcount", help="Pipeline: wordcount or adclicks."),
+    job: str = typer.Option(
+        "wordcount", help="Job: wordcount, adclicks, or a user job as module:function (docs/operators.md)."
+    ),
     topic: str = typer.Option("words", help="Input topic."),
     channels: int = typer.Option(4, min=1, help="Channels of the elastic stage at first start."),
     trigger: float = typer.Option(1.0, help="Micro-batch trigger interval, seconds."),

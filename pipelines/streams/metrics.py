@@ -288,6 +288,16 @@ def planned_offsets(checkpoint_dir: str, batch_id: int, topic: str) -> dict[int,
     return {}
 
 
+def planned_batch_timestamp_ms(checkpoint_dir: str, batch_id: int) -> int | None:
+    """The processing time Spark recorded for `batch_id` in its offsets log (epoch ms): the same
+    on every run of the batch, so a replay sees the time its first run saw (None: no such entry)."""
+    offsets = Location.of(checkpoint_dir).child("offsets")
+    if not offsets.exists(str(batch_id)):
+        return None
+    lines = offsets.read_raw(str(batch_id)).decode().splitlines()
+    return int(json.loads(lines[1])["batchTimestampMs"]) if len(lines) > 1 else None
+
+
 def checkpoint_batch_ids(folder: Location) -> list[int]:
     """The batch ids in a checkpoint's `offsets` or `commits` folder, oldest first ([] if none)."""
     return sorted(int(name) for name in folder.names() if name.isdigit())

@@ -29,14 +29,14 @@ from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import HistoryBackend, Int64Codec, Location, uris
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected, write_dead_letters
-from pipelines.elastic_stage import ChannelReports, StageSpec, keyed_rows, placement_labels, probe_rows, run_stage
+from pipelines.elastic_stage import ChannelReports, StageSpec, placement_labels
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics, retention_configs
 from pipelines.spark_session import warm_python_workers
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.admission import AdmissionGate, admitted_records, batch_outcome, forget_unstarted_batch
 from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleResult, next_layout_of
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
-from pipelines.streams.jobs import JobLogic, job_logic
+from pipelines.streams.jobs import BatchPlan, JobLogic, StageCall, job_logic
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS, BatchMetrics, ChannelMetrics
 from pipelines.streams.metrics_publisher import MetricsPublisher
 from pipelines.streams.snapshots import ChannelSnapshots
@@ -116,6 +116,7 @@ class ElasticStream:
             self.spec.local_state,
             self.spec.store_kind,
             self.spec.service_ms_per_record,
+            value_codec=self.logic.value_codec,
         )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
         self.control = ControlChannel(self.spec.control_dir)
@@ -265,7 +266,7 @@ class ElasticStream:
                 parsed.persist()
             actions = {
                 "late": lambda: self._write_late(plan.late, context.batch_id),
-                "stage": lambda: self._run_stage(plan.deltas, context),
+                "stage": lambda: self._run_stage(plan, context),
             }
             if self.spec.archive_input:
                 actions["archive"] = lambda: self._archive(good, context.batch_id)
@@ -278,39 +279,55 @@ class ElasticStream:
             phase_ms["dead_letters"] = (time.perf_counter() - started) * 1000
         finally:
             parsed.unpersist()
-        metrics = self._metrics(context, outputs["stage"], dead_letters)
-        metrics.late_records = outputs["late"]
+        channel_reports, rejected_by_stage = outputs["stage"]
+        metrics = self._metrics(context, channel_reports, dead_letters)
+        metrics.late_records = outputs["late"] + rejected_by_stage
         metrics.phase_ms = {**context.phase_ms, **phase_ms}
         return metrics
 
-    def _run_stage(self, deltas: DataFrame, context: _BatchContext) -> list[ChannelMetrics]:
-        """Route the deltas and probes, update channel state, write results; each channel's report."""
-        layout = context.layout
+    def _run_stage(self, plan: BatchPlan, context: _BatchContext) -> tuple[list[ChannelMetrics], int]:
+        """Run the elastic stage on the plan's input and probes, write results (and rows an operator
+        rejected) exactly once per batch id; each channel's report and the rejected rows' count."""
         reports = self._channel_reports()
-        routing_tasks = self.spec.routing_tasks or self.spark.sparkContext.defaultParallelism
-        out = run_stage(
-            keyed_rows(deltas).unionByName(probe_rows(context.raw)).coalesce(routing_tasks),
-            layout,
-            self._labels_for(layout.n_channels),
-            self.stage,
-            context.batch_id,
-            self._previous_channels(layout),
-            reports,
+        call = StageCall(
+            raw=context.raw,
+            layout=context.layout,
+            labels=self._labels_for(context.layout.n_channels),
+            stage=self.stage,
+            batch_id=context.batch_id,
+            previous_channels=self._previous_channels(context.layout),
+            reports=reports,
+            routing_tasks=self.spec.routing_tasks or self.spark.sparkContext.defaultParallelism,
         )
-        results = self._result_rows(out, context.batch_id)
-        if self.spec.results_to_kafka:
-            # The Parquet write computes the stage (state is updated once, by this job); the
-            # Kafka copy then reads the cached rows.
-            results = results.persist()
+        output = self.logic.stage(plan, call)
+        # The Parquet write computes the stage (state is updated once, by this job); the Kafka copy
+        # and the rejected rows then read the cached rows.
+        cached = self.spec.results_to_kafka or output.rejected is not None
+        if cached:
+            output.source.persist()
         try:
-            results.write.mode("overwrite").parquet(
+            output.results.write.mode("overwrite").parquet(
                 uris.spark_path(f"{self.spec.results_table}/batch_id={context.batch_id}")
             )
             if self.spec.results_to_kafka:
-                self._publish_results(results)
+                self._publish_results(output.results)
+            rejected = self._write_rejected(output.rejected, context.batch_id)
         finally:
-            results.unpersist()
-        return [r for (batch_id, _), r in sorted(reports.value.items()) if batch_id == context.batch_id]
+            if cached:
+                output.source.unpersist()
+        return [r for (batch_id, _), r in sorted(reports.value.items()) if batch_id == context.batch_id], rejected
+
+    def _write_rejected(self, rejected: DataFrame | None, batch_id: int) -> int:
+        """Rows the operator rejected (late events...) kept in the late table per batch, with their
+        reason (overwritten on replay), and counted: never dropped silently."""
+        if rejected is None:
+            return 0
+        count = rejected.count()
+        if count:
+            rejected.withColumn("batch_id", F.lit(batch_id)).write.mode("overwrite").parquet(
+                uris.spark_path(f"{self.spec.late_table}/batch_id={batch_id}")
+            )
+        return count
 
     def _channel_reports(self):
         """The stream's accumulator of channel reports, emptied for the next batch (batches
@@ -343,12 +360,6 @@ class ElasticStream:
             .partitionBy("date", "batch_id")
             .parquet(uris.spark_path(self.spec.bronze_table))
         )
-
-    def _result_rows(self, results: DataFrame, batch_id: int) -> DataFrame:
-        rows = results.select(
-            F.col("key"), F.col("value").alias("count"), F.col("channel"), F.lit(batch_id).alias("batch_id")
-        )
-        return self.logic.result_columns(rows)
 
     def _publish_results(self, rows: DataFrame) -> None:
         kafka_io.write_batch(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -12,6 +13,10 @@ from elasticity.state import uris
 from pipelines.settings import KafkaClientSecurity, KafkaConnection
 from pipelines.streams import names
 
+BUILT_IN_JOBS = frozenset({"wordcount", "adclicks"})
+JOB_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+"""A user job's factory: `package.module:function` (`pipelines.api.load_job`)."""
+
 
 class StreamSpec(BaseModel):
     """One elastic stream job; every option has a default and says what it is."""
@@ -21,7 +26,11 @@ class StreamSpec(BaseModel):
     name: str = Field(
         "wordcount", pattern=r"^[a-z][a-z0-9_-]*$", description="Stream name; prefixes its topics and folders."
     )
-    job: Literal["wordcount", "adclicks"] = Field("wordcount", description="Which pipeline the stream runs.")
+    job: str = Field(
+        "wordcount",
+        description="Which job the stream runs: a built-in one (wordcount, adclicks) or a user job's factory as "
+        "'module:function' (see pipelines.api).",
+    )
     input_topic: str = Field("words", description="Kafka topic the stream reads.")
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap address.")
     kafka_security: KafkaClientSecurity = Field(
@@ -103,6 +112,13 @@ class StreamSpec(BaseModel):
         "record: the channel task sleeps for it, so the stage is I/O-bound and channels add capacity beyond the cores "
         "(benchmarks and elasticity tests; run Spark with at least as many task slots as channels). 0: off.",
     )
+
+    @field_validator("job")
+    @classmethod
+    def _known_job(cls, job: str) -> str:
+        if job not in BUILT_IN_JOBS and not JOB_REFERENCE.match(job):
+            raise ValueError(f"job {job!r} is neither a built-in job {sorted(BUILT_IN_JOBS)} nor a 'module:function'")
+        return job
 
     @field_validator("root")
     @classmethod

@@ -32,6 +32,11 @@ class WatermarkLog:
         max_event = self.location.read_json(earlier[-1])["max_event_ms"]
         return None if max_event is None else max_event - self.lateness_ms
 
+    def newest_watermark(self) -> int | None:
+        """The watermark the newest recorded batch ran under (None: no batch recorded one)."""
+        recorded = sorted(n for n in self.location.names() if n.startswith("wm-"))
+        return self.location.read_json(recorded[-1])["watermark_ms"] if recorded else None
+
     def record(self, batch_id: int, watermark_ms: int | None, batch_max_event_ms: int | None) -> None:
         own = self._name(batch_id)
         earlier = [n for n in self.location.names() if n.startswith("wm-") and n < own]

@@ -156,3 +156,16 @@ def produce_records(bootstrap: str, topic: str, records: list[tuple[bytes | None
         return [f"{topic}:{m.partition}:{m.offset}" for m in (f.get(timeout=60) for f in futures)]
     finally:
         producer.close()
+
+
+def rescale_while_producing(stream, channels: int, bootstrap: str, records: list[str], timeout_s: float = 120) -> None:
+    """Ask the in-process `stream` for `channels`, then produce `records` to its input: the stream
+    applies the request at the next batch's boundary (a batch runs only when records arrive)."""
+    from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
+
+    request = RescaleRequest(target=RescaleTarget(op="scale_to", channels=channels))
+    control = ControlChannel(stream.spec.control_dir)
+    control.request(request)
+    produce(bootstrap, stream.spec.input_topic, records)
+    result = control.wait_for_result(request.request_id, timeout_s)
+    assert result.status == "committed", result

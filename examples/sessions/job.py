@@ -1,0 +1,50 @@
+"""The clickstream sessionization job, declared for esp: how click records parse, which operator
+sessionizes them, what its results are keyed by, and the per-page summary over its results.
+
+Input records are JSON: {"user_id": str, "page": str, "event_time": epoch ms}. A stream runs it
+with `job = "examples.sessions.job:sessions_job"` (see docs/operators.md, "Your first elastic job").
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from examples.sessions.operator import EVENT_TIME, PAGE, USER, Sessionize
+from pipelines import api
+
+CLICK_SCHEMA = f"{USER} STRING, {PAGE} STRING, {EVENT_TIME} BIGINT"
+NOT_A_CLICK = "not a click: JSON with string user_id and page and an integer event_time (epoch ms) expected"
+GAP_MS = 30_000
+"""A session ends after 30 s of event time without a click."""
+ALLOWED_LATENESS_MS = 60_000
+"""Clicks may arrive up to a minute behind the latest event time seen."""
+
+
+def parse_clicks(raw: DataFrame) -> DataFrame:
+    """Kafka rows → the same rows with user_id, page, event_time and a reject reason."""
+    click = F.from_json(F.col("value").cast("string"), CLICK_SCHEMA)
+    parsed = raw.withColumn("_click", click).select(
+        "*", *(F.col(f"_click.{c}").alias(c) for c in (USER, PAGE, EVENT_TIME))
+    )
+    incomplete = F.col(PAGE).isNull() | F.col(EVENT_TIME).isNull()
+    return parsed.drop("_click").withColumn(api.REJECT, F.when(incomplete, F.lit(NOT_A_CLICK)))
+
+
+def sessions_job() -> api.Job:
+    """The job a stream runs (`examples.sessions.job:sessions_job`)."""
+    return api.Job(
+        parse=parse_clicks,
+        operator=Sessionize(gap_ms=GAP_MS),
+        result_key_columns=(USER, "session_start_ms"),
+        event_time_column=EVENT_TIME,
+        allowed_lateness_ms=ALLOWED_LATENESS_MS,
+    )
+
+
+def page_summary(sessions: DataFrame) -> DataFrame:
+    """Closed sessions → per landing page: the number of sessions and their mean duration (ms)."""
+    duration = F.col("session_end_ms") - F.col("session_start_ms")
+    return sessions.groupBy("landing_page").agg(
+        F.count(F.lit(1)).alias("sessions"), F.avg(duration).alias("mean_duration_ms")
+    )

@@ -1,0 +1,169 @@
+"""esp's public API for writing an elastic job: everything a job module imports comes from here.
+
+A job is input records → `parse` (typed columns and a `reject_reason`; rejected records go to
+the stream's dead-letter topic with their reason) → one keyed elastic stage running a
+`KeyedOperator` (state, timers and TTL rescaled online, exactly once) → the stream's results
+table and results topic. A stream runs it when its `job` setting names the factory
+(`"my_package.my_module:my_job"`, a function without arguments returning a `Job`).
+
+    from pipelines import api
+
+    def my_job() -> api.Job:
+        return api.Job(parse=parse_clicks, operator=Sessionize(gap_ms=30_000),
+                       result_key_columns=("user_id", "session_start_ms"), event_time_column="event_time")
+
+See docs/operators.md for the operator API (`update`, `on_timer`, `StateView`, the replay contract).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql import DataFrame
+
+from elasticity.operators import (
+    FIRED_SCHEMA,
+    HASH_COLUMN,
+    ApproxDistinct,
+    Context,
+    Count,
+    KeyedAggregate,
+    KeyedOperator,
+    Max,
+    Mean,
+    Min,
+    Session,
+    Sliding,
+    StateView,
+    Sum,
+    TimeDomain,
+    TopK,
+    Tumbling,
+    WindowedAggregate,
+)
+from elasticity.state.codecs import ArrowStructCodec, BytesCodec, Float64Codec, Int64Codec, JsonCodec
+from pipelines.dead_letters import REJECT
+from pipelines.operator_stage import RESERVED_INPUT_COLUMNS, RESERVED_OUTPUT_COLUMNS
+from pipelines.streams.spec import JOB_REFERENCE
+
+__all__ = [
+    "FIRED_SCHEMA",
+    "HASH_COLUMN",
+    "KAFKA_COLUMNS",
+    "REJECT",
+    "ApproxDistinct",
+    "ArrowStructCodec",
+    "BytesCodec",
+    "Context",
+    "Count",
+    "Float64Codec",
+    "Int64Codec",
+    "Job",
+    "JobError",
+    "JsonCodec",
+    "KeyedAggregate",
+    "KeyedOperator",
+    "Max",
+    "Mean",
+    "Min",
+    "Session",
+    "Sliding",
+    "StateView",
+    "Sum",
+    "TimeDomain",
+    "TopK",
+    "Tumbling",
+    "WindowedAggregate",
+    "load_job",
+]
+
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+"""The columns of the Kafka rows `parse` receives. It must keep `value`, `topic`, `partition` and
+`offset` (a dead letter names its source record by them); the operator sees every column but
+`value`, `timestampType`, `reject_reason` and Kafka's `key` (unless the operator keys by `key`)."""
+
+
+class JobError(ValueError):
+    """A job that cannot run, with what is wrong in its declaration."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One elastic job, as a stream runs it."""
+
+    parse: Callable[[DataFrame], DataFrame]
+    """Kafka rows (probes set apart) → the same rows with the job's typed columns added and a
+    `reject_reason` column: null for a good row, else why it is rejected (it is dead-lettered)."""
+    operator: KeyedOperator[Any]
+    """The keyed stateful operator of the elastic stage; its `key_column` must be a string column of `parse`'s rows."""
+    result_key_columns: tuple[str, ...]
+    """Output columns that identify a result row: a key's newest row is its current value."""
+    event_time_column: str | None = None
+    """An int64 epoch-ms column of the good rows that moves the watermark (None: event-time timers never fire)."""
+    allowed_lateness_ms: int = 0
+    """How far the watermark stays behind the largest event time seen in earlier batches."""
+    archive: Callable[[DataFrame], DataFrame] | None = None
+    """Good rows → the bronze archive's rows with a `date` (yyyy-MM-dd) column; None: the operator's
+    input columns, dated by the Kafka timestamp."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.operator, KeyedOperator):
+            raise JobError(f"operator must be a KeyedOperator, not {type(self.operator).__name__}")
+        outputs = self.operator.output_schema.names
+        if not self.result_key_columns:
+            raise JobError("result_key_columns is empty: name the output columns that identify a result row")
+        if missing := [c for c in self.result_key_columns if c not in outputs]:
+            raise JobError(f"result_key_columns {missing} are not in the operator's output schema {outputs}")
+        if clashes := sorted(RESERVED_OUTPUT_COLUMNS & set(outputs)):
+            raise JobError(f"the operator's output schema uses esp's reserved columns {clashes}; rename them")
+        if self.operator.key_column in RESERVED_INPUT_COLUMNS:
+            raise JobError(f"key_column {self.operator.key_column!r} is reserved by esp; use another name")
+        if self.allowed_lateness_ms < 0:
+            raise JobError(f"allowed_lateness_ms must be >= 0, not {self.allowed_lateness_ms}")
+
+    @property
+    def result_key(self) -> str:
+        """The Kafka key of a result record."""
+        return self.result_key_columns[0]
+
+
+def load_job(reference: str, search_path: str | None = None) -> Job:
+    """The `Job` a `module:function` reference builds; a `JobError` saying what is wrong otherwise.
+
+    The module is looked up in `search_path` (default: the working directory) before the installed
+    packages, as `uvicorn --app-dir` does: a job module beside the stream's configuration needs no
+    install. Its top-level package is pickled by value into Spark's Python workers, so it runs
+    there unchanged too."""
+    if not JOB_REFERENCE.match(reference):
+        raise JobError(f"job {reference!r} is not a 'module:function' reference (e.g. 'examples.sessions.job:job')")
+    module_name, function_name = reference.split(":")
+    folder = os.path.abspath(search_path or os.getcwd())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise JobError(f"job {reference!r}: cannot import {module_name!r} ({error}); is it on the path?") from None
+    factory = getattr(module, function_name, None)
+    if not callable(factory):
+        raise JobError(f"job {reference!r}: {module_name} has no function {function_name!r}")
+    job = factory()
+    if not isinstance(job, Job):
+        raise JobError(f"job {reference!r} returned {type(job).__name__}, not a pipelines.api.Job")
+    _ship_by_value(module_name)
+    return job
+
+
+_ESP_PACKAGES = frozenset({"elasticity", "pipelines", "orchestration", "benchmarks"})
+
+
+def _ship_by_value(module_name: str) -> None:
+    top = module_name.split(".")[0]
+    if top not in _ESP_PACKAGES:  # esp's own packages are installed where the workers run
+        cloudpickle.register_pickle_by_value(sys.modules[top])

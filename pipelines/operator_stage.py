@@ -1,0 +1,220 @@
+"""The elastic stage running a user's keyed operator (`elasticity.operators`) inside Spark.
+
+Plan of one micro-batch, beside the counting stage's (`pipelines.elastic_stage`):
+
+    good rows (user columns) ──xxhash64(key) in the JVM──► route by the layout (same CASE,
+        same placement labels) ──repartition(N, label)──► task p = channel channels[p]:
+        ChannelRunner(operator, channel store of bytes).run(batch, rows, watermark, time)
+        ──► output rows + rejected rows (one Arrow stream, told apart by `REASON_COLUMN`)
+
+Probes travel with the rows (null user columns, `probe_sent_ms` set) so each channel's probe
+latency is measured in the task that runs its rows, as in the counting stage.
+
+The operator's state, timers and TTL are one batch transaction of the channel's store; a
+replayed batch recomputes its outputs from the durable history (the runner's replay contract),
+so the batch's watermark and processing time must be the recorded ones (`OperatorBatch`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import Accumulator
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from elasticity.layout import Layout
+from elasticity.operators import ChannelRunner, KeyedOperator
+from elasticity.operators.types import HASH_COLUMN, REJECT_REASON_COLUMN
+from elasticity.state import StateStore
+from pipelines.elastic_stage import StageSpec, route, state_bytes, warm_worker, worker_stores
+from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
+from pipelines.streams.metrics import ChannelMetrics, RebuildReport
+
+CHANNEL_COLUMN = "channel"
+"""The channel that produced an output row (added to the operator's columns)."""
+REASON_COLUMN = "_esp_reject_reason"
+"""Set on rows the operator rejected (`Context.reject`), null on its outputs."""
+REJECTED_COLUMN = "_esp_rejected_row"
+"""A rejected row's columns as JSON (the operator's input columns, without the key hash)."""
+PROBE_COLUMN = "probe_sent_ms"
+ROUTING_COLUMNS = (CHANNEL_COLUMN, "label")
+RESERVED_INPUT_COLUMNS = frozenset({HASH_COLUMN, PROBE_COLUMN, *ROUTING_COLUMNS})
+"""Columns esp adds to a job's rows on their way to the operator: a parser must not produce them."""
+RESERVED_OUTPUT_COLUMNS = frozenset({CHANNEL_COLUMN, "batch_id", REASON_COLUMN, REJECTED_COLUMN})
+"""Columns esp adds to an operator's outputs: its output schema must not declare them."""
+
+
+@dataclass(frozen=True)
+class OperatorBatch:
+    """One micro-batch as the operator sees it; times are epoch ms, recorded so a replay reuses them."""
+
+    batch_id: int
+    watermark_ms: int
+    processing_ms: int
+
+
+def operator_input(good: DataFrame, raw: DataFrame, key_column: str) -> DataFrame:
+    """The stage's input: the job's good rows with their key's hash, and the batch's valid probes
+    (keyed by their routing key, other columns null)."""
+    rows = good.selectExpr("*", f"xxhash64(`{key_column}`) AS {HASH_COLUMN}", f"CAST(NULL AS BIGINT) AS {PROBE_COLUMN}")
+    probes = raw.where(is_valid_probe()).select(
+        probe_routing_key().alias(key_column), probe_sent_ms().alias(PROBE_COLUMN)
+    )
+    probes = probes.selectExpr(f"`{key_column}`", f"xxhash64(`{key_column}`) AS {HASH_COLUMN}", PROBE_COLUMN)
+    return rows.unionByName(probes, allowMissingColumns=True)
+
+
+def stage_schema(operator: KeyedOperator[Any]) -> pa.Schema:
+    """The Arrow schema of the stage's output: the operator's columns (nullable, since rejected rows
+    leave them empty), the channel, and the rejection columns."""
+    fields = [field.with_nullable(True) for field in operator.output_schema]
+    return pa.schema(
+        [
+            *fields,
+            pa.field(CHANNEL_COLUMN, pa.int32(), False),
+            pa.field(REASON_COLUMN, pa.string()),
+            pa.field(REJECTED_COLUMN, pa.string()),
+        ]
+    )
+
+
+def run_operator_stage(
+    rows: DataFrame,
+    operator: KeyedOperator[Any],
+    layout: Layout,
+    labels: list[int],
+    spec: StageSpec,
+    batch: OperatorBatch,
+    previous_channels: list[int],
+    reports: Accumulator,
+) -> DataFrame:
+    """The stage's output rows for one batch (outputs and rejected rows; `split_output` parts them);
+    computing them adds each task's `ChannelMetrics` to `reports`."""
+    routed = route(rows, layout, labels).repartition(layout.n_channels, "label")
+    timezone = routed.sparkSession.conf.get("spark.sql.session.timeZone")
+    input_schema = to_arrow_schema(routed.schema, timezone=timezone)
+    task = _operator_task(spec, operator, input_schema, layout.to_json(), previous_channels, batch, reports)
+    return routed.mapInArrow(task, from_arrow_schema(stage_schema(operator)))
+
+
+def split_output(output: DataFrame, operator: KeyedOperator[Any]) -> tuple[DataFrame, DataFrame]:
+    """(the operator's output rows with their channel, the rejected rows: channel, reason, row JSON)."""
+    results = output.where(f"{REASON_COLUMN} IS NULL").select(*operator.output_schema.names, CHANNEL_COLUMN)
+    rejected = output.where(f"{REASON_COLUMN} IS NOT NULL").selectExpr(
+        CHANNEL_COLUMN, f"{REASON_COLUMN} AS reason", f"{REJECTED_COLUMN} AS row"
+    )
+    return results, rejected
+
+
+_RUNNERS: dict[tuple[StageSpec, int], ChannelRunner[Any]] = {}
+
+
+def _runner_for(spec: StageSpec, channel: int, store: StateStore, operator: KeyedOperator[Any]) -> ChannelRunner[Any]:
+    """The worker's runner of `channel`, kept while its store is (the runner's timer index is a
+    cache of the store's timers, valid as long as the same working set is)."""
+    runner = _RUNNERS.get((spec, channel))
+    if runner is None or runner.store is not store:
+        fence = spec.fence.check if spec.fence is not None else None
+        runner = _RUNNERS[(spec, channel)] = ChannelRunner(operator, store, fence)
+    runner.operator = operator  # the same logic, unpickled again with each task
+    return runner
+
+
+def _as_small_types(table: pa.Table) -> pa.Table:
+    """Spark 4 ships strings and binaries as large types; operators (and their tests) see the
+    plain ones, whatever Spark's setting."""
+    narrowed = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+    schema = pa.schema([f.with_type(narrowed.get(f.type, f.type)) for f in table.schema])
+    return table if schema.equals(table.schema) else table.cast(schema)
+
+
+def _operator_task(
+    spec: StageSpec,
+    operator: KeyedOperator[Any],
+    input_schema: pa.Schema,
+    layout_json: str,
+    previous_channels: list[int],
+    batch: OperatorBatch,
+    reports: Accumulator,
+):
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        started = time.perf_counter()
+        warmup_s = warm_worker()
+        layout = Layout.from_json(layout_json)
+        channel = layout.channels[TaskContext.get().partitionId()]
+        received = list(batches)
+        # Even a channel without rows runs: its timers may be due.
+        table = _as_small_types(pa.Table.from_batches(received) if received else input_schema.empty_table())
+        strays = set(pc.unique(table[CHANNEL_COLUMN]).to_pylist()) - {channel}
+        if strays:
+            raise RuntimeError(f"placement broken: task of channel {channel} got rows of channels {sorted(strays)}")
+        is_probe = pc.is_valid(table[PROBE_COLUMN])
+        probes = table.filter(is_probe)[PROBE_COLUMN].to_pylist()
+        rows = table.filter(pc.invert(is_probe)).drop_columns([*ROUTING_COLUMNS, PROBE_COLUMN])
+        opening = time.perf_counter()
+        store = worker_stores(spec).store_for(
+            channel, layout.epoch, frozenset(previous_channels), frozenset(layout.channels)
+        )
+        open_ms = (time.perf_counter() - opening) * 1000
+        rebuilt, store.last_restore = store.last_restore, None
+        result = _runner_for(spec, channel, store, operator).run(
+            batch.batch_id, rows, batch.watermark_ms, batch.processing_ms
+        )
+        finished_ms = time.time() * 1000
+        key_counts = pc.value_counts(rows[operator.key_column]).field("counts") if rows.num_rows else pa.array([])
+        report = ChannelMetrics(
+            channel,
+            rows.num_rows,
+            len(key_counts),
+            (time.perf_counter() - started) * 1000,
+            len(store),
+            state_bytes(store),
+            [finished_ms - sent for sent in probes],
+            top_key_records=int(pc.max(key_counts).as_py() or 0) if len(key_counts) else 0,
+            open_ms=open_ms,
+            commit_ms=result.commit_s * 1000 if result.commit_s is not None else None,
+            rebuild=RebuildReport.of(rebuilt, warmup_s) if rebuilt is not None else None,
+            warmup_ms=warmup_s * 1000 if warmup_s is not None else None,
+        )
+        reports.add({(batch.batch_id, channel): report})
+        schema = stage_schema(operator)
+        yield from _output_batches(result.output, schema, channel)
+        yield from _rejected_batches(result.rejected, schema, channel)
+
+    return apply
+
+
+def _output_batches(output: pa.Table, schema: pa.Schema, channel: int) -> Iterator[pa.RecordBatch]:
+    if not output.num_rows:
+        return
+    n = output.num_rows
+    columns = [output[name] for name in output.schema.names] + [
+        pa.array([channel] * n, pa.int32()),
+        pa.nulls(n, pa.string()),
+        pa.nulls(n, pa.string()),
+    ]
+    yield from pa.Table.from_arrays(columns, schema=schema).combine_chunks().to_batches()
+
+
+def _rejected_batches(rejected: pa.Table, schema: pa.Schema, channel: int) -> Iterator[pa.RecordBatch]:
+    if not rejected.num_rows:
+        return
+    n = rejected.num_rows
+    reasons = rejected[REJECT_REASON_COLUMN]
+    kept = [name for name in rejected.column_names if name not in (REJECT_REASON_COLUMN, HASH_COLUMN)]
+    rows = [json.dumps(row, default=str, sort_keys=True) for row in rejected.select(kept).to_pylist()]
+    columns = [pa.nulls(n, field.type) for field in schema][: len(schema) - 3] + [
+        pa.array([channel] * n, pa.int32()),
+        reasons.cast(pa.string()),
+        pa.array(rows, pa.string()),
+    ]
+    yield from pa.Table.from_arrays(columns, schema=schema).combine_chunks().to_batches()
