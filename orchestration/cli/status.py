@@ -22,19 +22,21 @@ def _read_all(settings, names: list[str] | None, previous: dict[str, OffsetSampl
     from orchestration.elasticity.policy import ElasticityPolicy, PolicyFileError, load_policy
     from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S
     from orchestration.elasticity.status import StreamStatus, read_status
-    from orchestration.streams.catalog import STREAMS, stream_spec
+    from orchestration.streams.catalog import catalog_streams, entry_policy, stream_spec
 
     default = ElasticityPolicy(sample_period_s=float(DEFAULT_INTERVAL_S))
     statuses = []
-    for entry in STREAMS:
+    for entry in catalog_streams():
         if names and entry.name not in names:
             continue
         spec = stream_spec(settings, entry)
         decision = read_decision(spec.control_dir)
+        stream_default = entry_policy(entry, default)
         try:
-            policy = load_policy(spec.control_dir, default)
+            policy = load_policy(spec.control_dir, stream_default)
         except PolicyFileError as error:
-            statuses.append(StreamStatus(entry.name, default.slo_s * 1000, decision=decision, problem=str(error)))
+            slo_ms = stream_default.slo_s * 1000
+            statuses.append(StreamStatus(entry.name, slo_ms, decision=decision, problem=str(error)))
             continue
         source = KafkaStreamSource(spec, policy.metrics_limit)
         try:

@@ -21,21 +21,23 @@ from orchestration.names import (
     policy_job_name,
     resize_job_name,
 )
-from orchestration.streams.catalog import STREAMS, StreamEntry
+from orchestration.streams.catalog import StreamEntry, catalog_streams, entry_policy
 
 
 def elasticity_definitions(
-    entries: Sequence[StreamEntry] = STREAMS,
+    entries: Sequence[StreamEntry] | None = None,
     interval_s: int = DEFAULT_INTERVAL_S,
     policy: ElasticityPolicy | None = None,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
     source: Callable[..., object] | None = None,
 ) -> Definitions:
-    """`source` replaces the real Kafka metrics source of the sensors (tests; see make_elasticity_sensor)."""
+    """`entries` default to the catalog's streams; `source` replaces the real Kafka metrics source of
+    the sensors (tests; see make_elasticity_sensor)."""
     assets, jobs, sensors = [], [], []
     # The policy the sensors fall back on, and the one a policy change is validated against.
     default = policy or ElasticityPolicy(sample_period_s=float(interval_s))
-    for entry in entries:
+    for entry in catalog_streams() if entries is None else entries:
+        stream_default = entry_policy(entry, default)
         layout = make_layout_asset(entry)
         # The tag puts manual launches under the same one-rescale-per-stream concurrency limit.
         # A resize run whose process died (its code server or the daemon killed) would stay STARTED
@@ -44,13 +46,13 @@ def elasticity_definitions(
         job = define_asset_job(
             resize_job_name(entry.name), selection=[layout], tags=tags, executor_def=SHORT_JOB_EXECUTOR
         )
-        policy_asset = make_policy_asset(entry, default)
+        policy_asset = make_policy_asset(entry, stream_default)
         assets += [layout, policy_asset]
         jobs += [
             job,
             define_asset_job(policy_job_name(entry.name), selection=[policy_asset], executor_def=SHORT_JOB_EXECUTOR),
         ]
-        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, default, default_status, source))
+        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, stream_default, default_status, source))
     return Definitions(assets=assets, jobs=jobs, sensors=sensors)
 
 

@@ -29,13 +29,13 @@ from orchestration.names import (
     HEALTH_SCHEDULE,
 )
 from orchestration.schedules import utc_schedule
-from orchestration.streams.catalog import STREAMS, StreamEntry
+from orchestration.streams.catalog import StreamEntry, catalog_streams, entry_policy
 
 HEALTH_CRON = "*/5 * * * *"
 
 
 def health_definitions(
-    entries: Sequence[StreamEntry] = STREAMS,
+    entries: Sequence[StreamEntry] | None = None,
     policy: ElasticityPolicy | None = None,
     stale_after_s: int = DEFAULT_STALE_AFTER_S,
     freshness_interval_s: int = 30,
@@ -43,8 +43,9 @@ def health_definitions(
 ) -> Definitions:
     """`with_schedule=False` leaves out the health schedule (tests that must not run the job by the clock)."""
     default = policy or ElasticityPolicy(sample_period_s=float(DEFAULT_INTERVAL_S))
-    dashboards = [make_dashboard_asset(entry, default) for entry in entries]
-    checks = [make_slo_check(entry, default) for entry in entries]
+    entries = catalog_streams() if entries is None else entries
+    dashboards = [make_dashboard_asset(entry, entry_policy(entry, default)) for entry in entries]
+    checks = [make_slo_check(entry, entry_policy(entry, default)) for entry in entries]
     checks += [make_dead_letter_rate_check(entry) for entry in entries]
     fresh = list(freshness_checks(entries, stale_after_s))
     alerts = AssetSpec(

@@ -60,11 +60,11 @@ def delete_old_plots(settings: EspSettings, config: RunRetentionConfig, now: dt.
     """Delete the share plots older than `config.max_age_days` of every catalogued stream; their paths."""
     from elasticity.state import uris
     from orchestration.elasticity.realizer import forget_plots_written_before
-    from orchestration.streams.catalog import STREAMS, stream_spec
+    from orchestration.streams.catalog import catalog_streams, stream_spec
 
     cutoff = _cutoff(config, now).timestamp()
     deleted = []
-    for entry in STREAMS:
+    for entry in catalog_streams():
         folder = stream_spec(settings, entry).plots_dir
         deleted += [uris.join(folder, name) for name in forget_plots_written_before(folder, cutoff)]
     return deleted
@@ -86,10 +86,10 @@ def _delete_run_files(instance: DagsterInstance, run_id: str) -> None:
 
 def _newest_stream_runs(instance: DagsterInstance) -> set[str]:
     """The newest run of every catalogued stream (whatever its status)."""
-    from orchestration.streams.catalog import STREAMS
+    from orchestration.streams.catalog import catalog_streams
 
     newest = set()
-    for entry in STREAMS:
+    for entry in catalog_streams():
         runs = instance.get_runs(filters=RunsFilter(tags={STREAM_TAG: entry.name}), limit=1)
         newest.update(run.run_id for run in runs)
     return newest

@@ -6,7 +6,7 @@ Terminating the run stops the query at a batch boundary.
 """
 
 import time
-from typing import Literal
+from enum import StrEnum
 
 from dagster import (
     AssetExecutionContext,
@@ -27,12 +27,25 @@ from orchestration.streams.stop import clear_stop_marker
 LAST_UPDATED_KEY = "dagster/last_updated_timestamp"
 
 
+class SnapshotPolicyName(StrEnum):
+    """A snapshot policy a run config names (Dagster's config takes an Enum where it takes no optional Literal)."""
+
+    ADAPTIVE = "adaptive"
+    FIXED = "fixed"
+
+
 class StreamRunConfig(Config):
     """How a stream run starts; each option has a default."""
 
-    channels: int = Field(4, ge=1, description="Channels of the elastic stage on the very first start.")
-    trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")
-    max_offsets_per_trigger: int | None = Field(None, description="Cap on records per micro-batch.")
+    channels: int | None = Field(
+        None, ge=1, description="Channels of the elastic stage on the very first start (None: the stream's setting)."
+    )
+    trigger_seconds: float | None = Field(
+        None, gt=0, description="Micro-batch trigger interval (None: the stream's setting)."
+    )
+    max_offsets_per_trigger: int | None = Field(
+        None, description="Cap on records per micro-batch (None: the stream's setting)."
+    )
     observe_every_s: float = Field(5.0, gt=0, description="Seconds between AssetObservations.")
     max_runtime_s: float | None = Field(
         None, description="Stop by itself after this long (None: run until terminated)."
@@ -45,13 +58,18 @@ class StreamRunConfig(Config):
         None, gt=0, description="Days of bronze archive kept, fractions allowed (None: StreamSpec's default, 7)."
     )
     admission_high_watermark_s: float | None = Field(
-        None, gt=0, description="Admission control: cap the records per batch while batches run longer (None: off)."
+        None,
+        gt=0,
+        description="Admission control: cap the records per batch while batches run longer (None: the stream's "
+        "setting, off by default).",
     )
     admission_low_watermark_s: float | None = Field(
         None, gt=0, description="Admission control lifts its cap below this batch duration (None: 0.4 × the high)."
     )
-    snapshot_policy: Literal["adaptive", "fixed"] = Field(
-        "adaptive", description="When channels snapshot: adaptive (seed 003's recovery bound) or a fixed period."
+    snapshot_policy: SnapshotPolicyName | None = Field(
+        None,
+        description="When channels snapshot: adaptive (seed 003's recovery bound) or a fixed period (None: the "
+        "stream's setting, adaptive by default).",
     )
     max_recovery_s: float | None = Field(
         None, gt=0, description="Adaptive snapshots: the predicted recovery never to pass (None: 3 s)."
@@ -63,12 +81,26 @@ class StreamRunConfig(Config):
     )
 
 
-def retention_options(config: StreamRunConfig) -> dict[str, float]:
-    """The disk-retention options the run config sets (the others keep StreamSpec's defaults)."""
-    options = {
+def run_options(config: StreamRunConfig) -> dict[str, object]:
+    """The StreamSpec options the run config sets; the others keep the stream's declared settings
+    (or StreamSpec's defaults): one source per setting."""
+    from elasticity.admission import AdmissionOptions
+    from elasticity.snapshots.planner import SnapshotOptions
+
+    options: dict[str, object | None] = {
+        "input_topic": config.input_topic,
+        "channels": config.channels,
+        "trigger_seconds": config.trigger_seconds,
+        "max_offsets_per_trigger": config.max_offsets_per_trigger,
         "compact_every_batches": config.compact_every_batches,
         "bronze_retention_days": config.bronze_retention_days,
+        "admission": AdmissionOptions.from_watermarks(
+            config.admission_high_watermark_s, config.admission_low_watermark_s
+        ),
     }
+    if (config.snapshot_policy, config.max_recovery_s, config.snapshot_period_s) != (None, None, None):
+        policy = (config.snapshot_policy or SnapshotPolicyName.ADAPTIVE).value
+        options["snapshots"] = SnapshotOptions.choose(policy, config.max_recovery_s, config.snapshot_period_s)
     return {name: value for name, value in options.items() if value is not None}
 
 
@@ -87,25 +119,11 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
         esp_settings: EspSettingsResource,
         spark: EspSparkResource,
     ) -> MaterializeResult:
-        from elasticity.admission import AdmissionOptions
-        from elasticity.snapshots.planner import SnapshotOptions
         from pipelines.streams.heartbeat import HeartbeatWriter
         from pipelines.streams.runner import refuse_if_held
         from pipelines.streams.service import StreamService
 
-        spec = stream_spec(
-            esp_settings.load(),
-            entry,
-            input_topic=config.input_topic,
-            channels=config.channels,
-            trigger_seconds=config.trigger_seconds,
-            max_offsets_per_trigger=config.max_offsets_per_trigger,
-            admission=AdmissionOptions.from_watermarks(
-                config.admission_high_watermark_s, config.admission_low_watermark_s
-            ),
-            snapshots=SnapshotOptions.choose(config.snapshot_policy, config.max_recovery_s, config.snapshot_period_s),
-            **retention_options(config),
-        )
+        spec = stream_spec(esp_settings.load(), entry, **run_options(config))
         refuse_if_held(spec)  # before the Spark session: a second writer fails at once
         if clear_stop_marker(spec.control_dir):
             context.log.info("%s was stopped by hand; this run starts it again", entry.name)

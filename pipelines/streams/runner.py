@@ -126,7 +126,11 @@ class ElasticStream:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def prepare(self) -> Layout:
-        """Check the input topic, create output topics, commit the first layout (or recover)."""
+        """Check the input topic (create it if the spec says how), create output topics, commit the
+        first layout (or recover)."""
+        if self.spec.input_partitions is not None:
+            topic = TopicSpec(name=self.spec.input_topic, partitions=self.spec.input_partitions)
+            ensure_topics(self.spec.kafka, [topic])
         require_topics(self.spec.kafka, [self.spec.input_topic])
         ensure_topics(
             self.spec.kafka,

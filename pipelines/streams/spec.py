@@ -32,6 +32,9 @@ class StreamSpec(BaseModel):
         "'module:function' (see pipelines.api).",
     )
     input_topic: str = Field("words", description="Kafka topic the stream reads.")
+    input_partitions: int | None = Field(
+        None, ge=1, description="Create the input topic with this many partitions when missing (None: it must exist)."
+    )
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap address.")
     kafka_security: KafkaClientSecurity = Field(
         default_factory=KafkaClientSecurity, description="How the stream's Kafka clients authenticate (settings')."
