@@ -111,6 +111,9 @@ class Job:
     archive: Callable[[DataFrame], DataFrame] | None = None
     """Good rows → the bronze archive's rows with a `date` (yyyy-MM-dd) column; None: the operator's
     input columns, dated by the Kafka timestamp."""
+    expectations: Callable[[], list[Any]] | None = None
+    """Great Expectations (GX 1.x expectation objects) on the latest view of the results, checked by
+    the stream's generated `results_suite` check beside esp's own (keys not null, one row per key)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.operator, KeyedOperator):

@@ -39,7 +39,21 @@ def sessions_job() -> api.Job:
         result_key_columns=(USER, "session_start_ms"),
         event_time_column=EVENT_TIME,
         allowed_lateness_ms=ALLOWED_LATENESS_MS,
+        expectations=session_expectations,
     )
+
+
+def session_expectations() -> list:
+    """What every emitted session satisfies (checked by the stream's generated GX suite)."""
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(column="landing_page"),
+        gxe.ExpectColumnValuesToBeBetween(column="clicks", min_value=1),
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="session_end_ms", column_B="session_start_ms", or_equal=True
+        ),
+    ]
 
 
 def page_summary(sessions: DataFrame) -> DataFrame:

@@ -10,6 +10,7 @@
 """
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dagster import (
@@ -47,7 +48,9 @@ from orchestration.quality.suites import dead_letter_expectations, latest_view, 
 from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
 from pipelines.batch.pipelines import BatchPipeline
 from pipelines.batch.reconcile import reconcile
+from pipelines.settings import EspSettings
 from pipelines.streams.names import dead_letter_topic
+from pipelines.streams.spec import StreamSpec
 
 
 class CheckConfig(Config):
@@ -72,22 +75,30 @@ class DeadLetterCheckConfig(CheckConfig):
 
 
 def table_assets(pipeline: BatchPipeline) -> list[AssetSpec]:
-    upstream = [stream_asset_key(pipeline.name)] if is_catalogued(pipeline) else []
+    return stream_table_assets(
+        pipeline.name,
+        is_catalogued(pipeline),
+        f"`{pipeline.name}` results: per micro-batch, the new count of every key it touched (Parquet).",
+    )
+
+
+def stream_table_assets(name: str, catalogued: bool, results_description: str) -> list[AssetSpec]:
+    """The results table and dead-letter topic of stream `name`, downstream of its stream asset if it has one."""
+    upstream = [stream_asset_key(name)] if catalogued else []
     return [
         AssetSpec(
-            results_asset_key(pipeline.name),
+            results_asset_key(name),
             deps=upstream,
             group_name=TABLES_GROUP,
             kinds={"parquet"},
-            description=f"`{pipeline.name}` results: per micro-batch, the new count of every key it touched (Parquet).",
+            description=results_description,
         ),
         AssetSpec(
-            dead_letters_asset_key(pipeline.name),
+            dead_letters_asset_key(name),
             deps=upstream,
             group_name=TABLES_GROUP,
             kinds={"kafka"},
-            description=f"Rejected `{pipeline.name}` records with their reason "
-            f"(Kafka topic `{dead_letter_topic(pipeline.name)}`).",
+            description=f"Rejected `{name}` records with their reason (Kafka topic `{dead_letter_topic(name)}`).",
         ),
     ]
 
@@ -119,29 +130,40 @@ def make_results_suite_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
         frame = with_window_checks(
             latest_view(spark.spark_session, spec.results_table, keys), pipeline, spec.window_seconds
         )
-        frame = frame.persist()  # GX computes many metrics over it
-        try:
-            outcome = gx.validate(
-                frame,
-                results_suite_name(pipeline.name),
-                results_expectations(pipeline, spec.window_seconds),
-                [*keys, "batch_id"],
-            )
-            rows = frame.count()
-        finally:
-            frame.unpersist()
-        context.log.info("%s: %s", outcome.suite, failure_description(outcome))
-        return AssetCheckResult(
-            passed=outcome.success,
-            description=failure_description(outcome),
-            metadata={
-                **suite_metadata(outcome, config.max_offending),
-                "rows_validated": rows,
-                "table": MetadataValue.path(spec.results_table),
-            },
-        )
+        expectations = results_expectations(pipeline, spec.window_seconds)
+        suite = results_suite_name(pipeline.name)
+        return validate_results(context, gx, frame, suite, expectations, keys, spec.results_table, config)
 
     return results_suite
+
+
+def validate_results(
+    context: AssetCheckExecutionContext,
+    gx: GreatExpectationsResource,
+    frame: Any,
+    suite: str,
+    expectations: list[Any],
+    keys: list[str],
+    table: str,
+    config: CheckConfig,
+) -> AssetCheckResult:
+    """The check result of a GX suite over a results table's latest view (`frame`)."""
+    frame = frame.persist()  # GX computes many metrics over it
+    try:
+        outcome = gx.validate(frame, suite, expectations, [*keys, "batch_id"])
+        rows = frame.count()
+    finally:
+        frame.unpersist()
+    context.log.info("%s: %s", outcome.suite, failure_description(outcome))
+    return AssetCheckResult(
+        passed=outcome.success,
+        description=failure_description(outcome),
+        metadata={
+            **suite_metadata(outcome, config.max_offending),
+            "rows_validated": rows,
+            "table": MetadataValue.path(table),
+        },
+    )
 
 
 def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
@@ -184,9 +206,19 @@ def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     return reconciliation
 
 
+SpecOf = Callable[[EspSettings, str | None], StreamSpec]
+"""A checked stream's spec from the settings and an optional folder replacing its own."""
+
+
 def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
+    return make_stream_dead_letter_check(pipeline.name, lambda settings, root: spec_for(settings, pipeline, root))
+
+
+def make_stream_dead_letter_check(name: str, spec_of: SpecOf) -> AssetChecksDefinition:
+    """The dead-letter volume check of stream `name` (any job: built in or a user's)."""
+
     @asset_check(
-        asset=dead_letters_asset_key(pipeline.name),
+        asset=dead_letters_asset_key(name),
         name=DEAD_LETTER_VOLUME_CHECK,
         description="GX: at most `max_dead_letters` dead letters in the look-back window (a warning above).",
     )
@@ -197,7 +229,7 @@ def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
         kafka: KafkaResource,
         gx: GreatExpectationsResource,
     ) -> AssetCheckResult:
-        spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
+        spec = spec_of(esp_settings.load(), config.stream_root)
         since_ms = int((time.time() - config.lookback_hours * 3600) * 1000)
         topic = config.topic or spec.dead_letter_topic
         sample = read_dead_letters(
@@ -216,7 +248,7 @@ def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
             )
         outcome = gx.validate(
             sample.records,
-            dead_letters_suite_name(pipeline.name),
+            dead_letters_suite_name(name),
             dead_letter_expectations(config.max_dead_letters),
             ["source_topic", "source_partition", "source_offset"],
         )

@@ -10,7 +10,9 @@ from orchestration.executors import SHORT_JOB_EXECUTOR
 from orchestration.names import VALIDATION_JOB, VALIDATION_SCHEDULE, VALIDATION_TAG
 from orchestration.quality.checks import pipeline_checks, table_assets
 from orchestration.quality.gx_validation import GreatExpectationsResource
+from orchestration.quality.user_streams import user_stream_quality
 from orchestration.schedules import utc_schedule
+from orchestration.streams.catalog import catalog_streams
 
 VALIDATION_CRON = "0 2 * * *"
 """After the nightly backfill (01:15 UTC), so reconciliation sees yesterday's partition."""
@@ -19,6 +21,8 @@ VALIDATION_CRON = "0 2 * * *"
 def _quality_definitions() -> Definitions:
     assets = [spec for p in pipelines() for spec in table_assets(p)]
     checks = [check for p in pipelines() for check in pipeline_checks(p)]
+    user_assets, user_checks = user_stream_quality(list(catalog_streams()))
+    assets, checks = assets + user_assets, checks + user_checks
     validation_job = define_asset_job(
         VALIDATION_JOB,
         selection=AssetSelection.checks(*checks),

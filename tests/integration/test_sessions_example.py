@@ -1,20 +1,23 @@
-"""The example user job (examples/sessions, written only against the public API) on the real broker
-and Spark: per-user sessions closed by event-time timers, rescaled online 2 → 5 → 2, equal to the
-single-process oracle; a late click is kept in the late table with its reason, a malformed one is
-dead-lettered."""
+"""The example user job (examples/sessions, written only against the public API), as the project's
+streams.yaml declares it, on the real broker and Spark: per-user sessions closed by event-time
+timers, rescaled online 2 → 5 → 2, equal to the single-process oracle; a late click is kept in
+the late table with its reason, a malformed one is dead-lettered; the GX suite esp generates for
+the stream passes, and fails once a stored session breaks the job's own expectations."""
 
 from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
-from tests.integration.streams import dead_letters, produce, rescale_while_producing, wait_for_checkpoint
+from tests.integration.streams import config_for, dead_letters, produce, rescale_while_producing, wait_for_checkpoint
 
 pytestmark = pytest.mark.integration
 
 JOB = "examples.sessions.job:sessions_job"
+PROJECT = Path(__file__).parents[2]
 T0 = 1_760_000_000_000
 
 
@@ -36,20 +39,17 @@ def test_sessions_example_rescaled_online_equals_the_oracle(spark, bootstrap, to
     from examples.sessions.job import ALLOWED_LATENESS_MS, GAP_MS, NOT_A_CLICK, page_summary
     from examples.sessions.oracle import page_summary as oracle_page_summary
     from examples.sessions.oracle import sessions_oracle
+    from orchestration.streams.catalog import load_catalog, stream_spec
+    from pipelines.settings import EspSettings
     from pipelines.streams.runner import ElasticStream
-    from pipelines.streams.spec import StreamSpec
 
+    (entry,) = [e for e in load_catalog(PROJECT / "streams.yaml") if e.name == "sessions"]
+    assert entry.job == JOB and entry.settings["channels"] == 2
+    settings_file = config_for(tmp_path, bootstrap)
     # One Kafka partition: clicks arrive in event-time order, so none is late but the one sent late.
     topic = topic_factory("clicks", partitions=1)
-    spec = StreamSpec(
-        name="sessions",
-        job=JOB,
-        input_topic=topic,
-        bootstrap_servers=bootstrap,
-        root=str(tmp_path / "sessions"),
-        channels=2,
-        trigger_seconds=0.5,
-    )
+    options = {"input_topic": topic, "input_partitions": 1, "trigger_seconds": 0.5}
+    spec = stream_spec(EspSettings.load(settings_file), entry, **options)
     rng = random.Random(7)
     rounds = [_clicks(rng, T0 + r * 1_000_000, 400) for r in range(3)]
     produce(bootstrap, topic, _as_records(rounds[0]) + ["{not a click"])
@@ -89,3 +89,49 @@ def test_sessions_example_rescaled_online_equals_the_oracle(spark, bootstrap, to
     ]
     assert list(dead_letters(bootstrap, spec.dead_letter_topic).values()) == [NOT_A_CLICK]
     assert stream.last_metrics is not None and stream.last_metrics.channels == 2
+
+    assert _results_suite(entry, settings_file).passed
+    _corrupt_one_session(Path(spec.results_table))
+    failed = _results_suite(entry, settings_file)
+    assert not failed.passed and "clicks" in failed.description, failed.description
+
+
+def _results_suite(entry, settings_file):
+    """The stream's generated GX results suite, run in process with the test's settings."""
+    from dagster import AssetSelection, DagsterInstance, Definitions, define_asset_job
+
+    from orchestration.quality.gx_validation import GreatExpectationsResource
+    from orchestration.quality.user_streams import user_stream_quality
+    from orchestration.resources import EspSettingsResource, EspSparkResource
+
+    assets, checks = user_stream_quality([entry])
+    settings = EspSettingsResource(config_file=str(settings_file))
+    job = define_asset_job("check_sessions", selection=AssetSelection.checks(*checks[:1]))
+    defs = Definitions(
+        assets=assets,
+        asset_checks=checks[:1],
+        jobs=[job],
+        resources={
+            "esp_settings": settings,
+            "spark": EspSparkResource(settings=settings),
+            "gx": GreatExpectationsResource(),
+        },
+    )
+    result = defs.resolve_job_def("check_sessions").execute_in_process(instance=DagsterInstance.ephemeral())
+    (evaluation,) = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    return evaluation
+
+
+def _corrupt_one_session(results: Path) -> None:
+    """Zero the clicks of one stored session (as a buggy operator would), keeping the file's schema."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    file = next(f for f in sorted(results.glob("batch_id=*/*.parquet")) if pq.read_table(f).num_rows)
+    table = pq.read_table(file)
+    index = table.schema.get_field_index("clicks")
+    clicks = pa.array([0] + table["clicks"].to_pylist()[1:], table.schema.field("clicks").type)
+    pq.write_table(
+        table.set_column(index, table.schema.field("clicks"), clicks), file.with_name(f"corrupted-{file.name}")
+    )
+    file.unlink()
