@@ -33,6 +33,7 @@ from elasticity.operators import (
     ApproxDistinct,
     Context,
     Count,
+    IntSum,
     KeyedAggregate,
     KeyedOperator,
     Max,
@@ -49,21 +50,25 @@ from elasticity.operators import (
 )
 from elasticity.state.codecs import ArrowStructCodec, BytesCodec, Float64Codec, Int64Codec, JsonCodec
 from pipelines.dead_letters import REJECT
-from pipelines.operator_stage import RESERVED_INPUT_COLUMNS, RESERVED_OUTPUT_COLUMNS
+from pipelines.operator_stage import NO_WATERMARK_MS, RESERVED_INPUT_COLUMNS, RESERVED_OUTPUT_COLUMNS
+from pipelines.operator_stage import OperatorBatch as BatchTimes
 from pipelines.streams.spec import JOB_REFERENCE
 
 __all__ = [
     "FIRED_SCHEMA",
     "HASH_COLUMN",
     "KAFKA_COLUMNS",
+    "NO_WATERMARK_MS",
     "REJECT",
     "ApproxDistinct",
     "ArrowStructCodec",
+    "BatchTimes",
     "BytesCodec",
     "Context",
     "Count",
     "Float64Codec",
     "Int64Codec",
+    "IntSum",
     "Job",
     "JobError",
     "JsonCodec",
@@ -72,6 +77,7 @@ __all__ = [
     "Max",
     "Mean",
     "Min",
+    "Prepared",
     "Session",
     "Sliding",
     "StateView",
@@ -94,6 +100,15 @@ class JobError(ValueError):
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A batch's input for the operator, and rows set aside as late (kept in the stream's late
+    table, never dropped; rows with an `n` column count `n` records each)."""
+
+    rows: DataFrame
+    late: DataFrame | None = None
+
+
+@dataclass(frozen=True)
 class Job:
     """One elastic job, as a stream runs it."""
 
@@ -111,6 +126,16 @@ class Job:
     archive: Callable[[DataFrame], DataFrame] | None = None
     """Good rows → the bronze archive's rows with a `date` (yyyy-MM-dd) column; None: the operator's
     input columns, dated by the Kafka timestamp."""
+    prepare: Callable[[DataFrame, BatchTimes], Prepared] | None = None
+    """A batch's good rows and its recorded times → the operator's input, e.g. pre-aggregated in the
+    JVM (so Python sees one row per key, not per record), and rows set aside as late; None: the
+    good rows as they are. The watermark is `NO_WATERMARK_MS` until an event time was seen."""
+    results: Callable[[DataFrame], DataFrame] | None = None
+    """The operator's output rows (plus `channel` and `batch_id`) → the results table's rows; None: as they are."""
+    weight_column: str | None = None
+    """A column of the operator's input saying how many input records a row stands for (rows
+    pre-aggregated by `prepare`): the stage's per-channel records, the load the controller sees,
+    are its sums. None: one record per row."""
     expectations: Callable[[], list[Any]] | None = None
     """Great Expectations (GX 1.x expectation objects) on the latest view of the results, checked by
     the stream's generated `results_suite` check beside esp's own (keys not null, one row per key)."""
@@ -121,7 +146,7 @@ class Job:
         outputs = self.operator.output_schema.names
         if not self.result_key_columns:
             raise JobError("result_key_columns is empty: name the output columns that identify a result row")
-        if missing := [c for c in self.result_key_columns if c not in outputs]:
+        if self.results is None and (missing := [c for c in self.result_key_columns if c not in outputs]):
             raise JobError(f"result_key_columns {missing} are not in the operator's output schema {outputs}")
         if clashes := sorted(RESERVED_OUTPUT_COLUMNS & set(outputs)):
             raise JobError(f"the operator's output schema uses esp's reserved columns {clashes}; rename them")

@@ -1,11 +1,10 @@
-"""The elastic keyed stage: per-batch deltas routed by the current layout to N channels, each
-channel's state updated by exactly one Spark task.
+"""The elastic keyed stage's machinery: rows routed by the current layout to N channels in the JVM,
+each channel's state opened (and kept) in the Python worker that runs its one Spark task, and the
+per-task reports. `pipelines.operator_stage` runs a job's operator on it:
 
-Plan of one micro-batch (all inside Spark; Python only sees the pre-aggregated deltas):
-
-    deltas (key, n) ──xxhash64 in the JVM──► route in the JVM (layout lookup → channel, label)
-        ──repartition(N, label)──► apply (task p owns channel channels[p]: state += n)
-        ──► result rows (key, value, channel) + one `ChannelMetrics` per task
+    rows ──xxhash64(key) in the JVM──► route in the JVM (layout lookup → channel, label)
+        ──repartition(N, label)──► task p owns channel channels[p] (its working set: `WorkerStores`)
+        ──► output rows + one `ChannelMetrics` per task
 
 The reports (records, keys, state size, probe latencies) travel back in a Spark accumulator
 with each task's result: reading them as rows cost a second job over the cached output.
@@ -18,8 +17,8 @@ dense index (`placement_labels`, computed with a port of Spark's Murmur3 that a 
 against Spark itself), so `repartition(N, label)` puts every row of channel c, and nothing
 else, in task c.
 
-The per-key update is a sum (word counts, windowed counts). State is versioned by batch id:
-a replayed batch finds its id committed and only re-reads the values it produced.
+State is versioned by batch id: a replayed batch finds its id committed (the operator runner's
+replay contract recomputes its outputs).
 """
 
 from __future__ import annotations
@@ -27,39 +26,20 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
 
 import pyarrow as pa
-from pyspark import Accumulator, AccumulatorParam
+from pyspark import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from elasticity.layout import Layout
 from elasticity.lease import Fence
-from elasticity.state import BytesCodec, Int64Codec, MemoryBackend, RocksBackend, StateStore
+from elasticity.state import BytesCodec, MemoryBackend, RocksBackend, StateStore
 from elasticity.state.backend import channel_dir_name
 from pipelines import working_copies
 from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
-from pipelines.streams.metrics import ChannelMetrics, RebuildReport
-
-OUTPUT_SCHEMA = T.StructType(
-    [
-        T.StructField("key", T.StringType(), False),
-        T.StructField("value", T.LongType(), False),
-        T.StructField("channel", T.IntegerType(), False),
-    ]
-)
-_OUTPUT_ARROW = pa.schema(
-    [pa.field("key", pa.string(), False), pa.field("value", pa.int64(), False), pa.field("channel", pa.int32(), False)]
-)
-_INPUT_COLUMNS = ("key", "key_hash", "n", "probe_sent_ms", "channel")
-ROUTED_FIELDS = [
-    T.StructField("channel", T.IntegerType(), False),
-    T.StructField("label", T.LongType(), False),
-]
+from pipelines.streams.metrics import ChannelMetrics
 
 
 @dataclass(frozen=True)
@@ -73,8 +53,6 @@ class StageSpec:
     service_ms_per_record: float = 0.0
     fence: Fence | None = None
     """The driver's lease token: a task commits only while it is current (one writer per stream)."""
-    value_codec: Literal["int64", "bytes"] = "int64"
-    """How the channel stores hold values: counts (int64), or bytes an operator's own codec encodes."""
 
 
 KEY_HASH_SQL = "xxhash64(key) AS key_hash"
@@ -84,12 +62,6 @@ KEY_HASH_SQL = "xxhash64(key) AS key_hash"
 def with_key_hash(deltas: DataFrame) -> DataFrame:
     """Add the key's hash (`KEY_HASH_SQL`)."""
     return deltas.withColumn("key_hash", F.expr(KEY_HASH_SQL))
-
-
-def keyed_rows(deltas: DataFrame) -> DataFrame:
-    """The batch's pre-aggregated (key, n) deltas as stage input rows (no probe time)."""
-    # One step: each DataFrame step is analysed on the driver again, over the whole plan so far.
-    return deltas.selectExpr("key", KEY_HASH_SQL, "n", "CAST(NULL AS BIGINT) AS probe_sent_ms")
 
 
 def probe_rows(raw: DataFrame) -> DataFrame:
@@ -217,7 +189,7 @@ class WorkerStores:
     swept_epoch: int | None = None
 
     def _backend(self, epoch: int):
-        codec = Int64Codec() if self.spec.value_codec == "int64" else BytesCodec()
+        codec = BytesCodec()  # the operator's own codec encodes values
         if self.spec.store_kind == "memory":
             return MemoryBackend(codec, durable=self.spec.durable_uri)
         return RocksBackend(codec, durable=self.spec.durable_uri, local_dir=self._local(epoch))
@@ -304,48 +276,6 @@ def worker_stores(spec: StageSpec) -> WorkerStores:
     return _WORKER_STORES.setdefault(spec, WorkerStores(spec))
 
 
-def apply_deltas(
-    store: StateStore,
-    batch_id: int,
-    keys: list[str],
-    hashes: list[int],
-    increments: list[int],
-    fence: Fence | None = None,
-) -> AppliedBatch:
-    """Add the increments to the keys' counts in one batch transaction; the new totals."""
-    tx = store.begin(batch_id)
-    if tx.is_replay:
-        # Committed before a crash: the totals are what that attempt produced.
-        totals = [int(store.get(k, key_hash=h) or 0) for k, h in zip(keys, hashes)]
-        tx.abort()
-        return AppliedBatch(totals)
-    totals = []
-    for key, key_hash, n in zip(keys, hashes, increments):
-        total = int(tx.get(key, key_hash=key_hash) or 0) + n
-        tx.put(key, total, key_hash=key_hash)
-        totals.append(total)
-    if fence is not None:
-        try:
-            fence.check()  # a deposed driver's task fails here instead of writing (prepare is durable)
-        except BaseException:
-            tx.abort()
-            raise
-    tx.prepare()
-    started = time.perf_counter()
-    tx.commit()
-    return AppliedBatch(totals, commit_s=time.perf_counter() - started)
-
-
-@dataclass(frozen=True)
-class AppliedBatch:
-    """A channel's batch applied: the keys' new totals, and the time its commit spent applying
-    the changelog to the working set (the work a recovery repeats when it folds it)."""
-
-    totals: list[int]
-    commit_s: float | None = None
-    """None for a replay (nothing applied)."""
-
-
 ReportKey = tuple[int, int]
 """(batch id, channel): a task that runs again replaces its report instead of adding one."""
 
@@ -363,65 +293,6 @@ class ChannelReports(AccumulatorParam):
         return value1
 
 
-def _applier(spec: StageSpec, layout_json: str, previous_channels: list[int], batch_id: int, reports: Accumulator):
-    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        started = time.perf_counter()
-        warmup_s = warm_worker()
-        layout = Layout.from_json(layout_json)
-        channel = layout.channels[TaskContext.get().partitionId()]
-        received = list(batches)
-        rows = pa.Table.from_batches(received).to_pydict() if received else dict.fromkeys(_INPUT_COLUMNS, [])
-        strays = {c for c in rows["channel"] if c != channel}
-        if strays:
-            raise RuntimeError(f"placement broken: task of channel {channel} got rows of channels {sorted(strays)}")
-        data = [i for i, sent in enumerate(rows["probe_sent_ms"]) if sent is None]
-        probes = [sent for sent in rows["probe_sent_ms"] if sent is not None]
-        opening = time.perf_counter()
-        store = worker_stores(spec).store_for(
-            channel, layout.epoch, frozenset(previous_channels), frozenset(layout.channels)
-        )
-        open_ms = (time.perf_counter() - opening) * 1000
-        # Set when this batch found no current working set and rebuilt it from history.
-        rebuilt, store.last_restore = store.last_restore, None
-        keys = [rows["key"][i] for i in data]
-        hashes, increments = [rows["key_hash"][i] for i in data], [rows["n"][i] for i in data]
-        applied = apply_deltas(store, batch_id, keys, hashes, increments, spec.fence)
-        records = sum(rows["n"][i] for i in data)
-        if spec.service_ms_per_record > 0:
-            # An I/O-bound stage (one external call per record): the task waits without using a
-            # core, so on a small machine it is channels, not cores, that add capacity.
-            time.sleep(records * spec.service_ms_per_record / 1000.0)
-        # Snapshots are the driver's to write, from the durable history, off this task's path.
-        finished_ms = time.time() * 1000
-        report = ChannelMetrics(
-            channel,
-            records,
-            len(keys),
-            (time.perf_counter() - started) * 1000,
-            len(store),
-            state_bytes(store),
-            [finished_ms - sent for sent in probes],
-            top_key_records=max(increments, default=0),
-            open_ms=open_ms,
-            commit_ms=applied.commit_s * 1000 if applied.commit_s is not None else None,
-            rebuild=RebuildReport.of(rebuilt, warmup_s) if rebuilt is not None else None,
-            warmup_ms=warmup_s * 1000 if warmup_s is not None else None,
-        )
-        reports.add({(batch_id, channel): report})
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(keys, pa.string()),
-                pa.array(applied.totals, pa.int64()),
-                pa.array([channel] * len(keys), pa.int32()),
-            ],
-            schema=_OUTPUT_ARROW,
-        )
-
-    return apply
-
-
 def state_bytes(store: StateStore) -> int | None:
     """RocksDB's own estimate (SST files + memtables); None for stores that do not know."""
     db = getattr(store, "db", None)
@@ -430,18 +301,3 @@ def state_bytes(store: StateStore) -> int | None:
     return sum(
         db.property_int_value(p) or 0 for p in ("rocksdb.total-sst-files-size", "rocksdb.cur-size-all-mem-tables")
     )
-
-
-def run_stage(
-    deltas: DataFrame,
-    layout: Layout,
-    labels: list[int],
-    spec: StageSpec,
-    batch_id: int,
-    previous_channels: list[int],
-    reports: Accumulator,
-) -> DataFrame:
-    """The stage's result rows for one batch; computing them adds each task's `ChannelMetrics`
-    to `reports` (an accumulator of `ChannelReports`)."""
-    routed = route(deltas, layout, labels).repartition(layout.n_channels, "label")
-    return routed.mapInArrow(_applier(spec, layout.to_json(), previous_channels, batch_id, reports), OUTPUT_SCHEMA)

@@ -33,8 +33,7 @@ from elasticity.layout import Layout
 from elasticity.operators import ChannelRunner, KeyedOperator
 from elasticity.operators.types import HASH_COLUMN, REJECT_REASON_COLUMN
 from elasticity.state import StateStore
-from pipelines.elastic_stage import StageSpec, route, state_bytes, warm_worker, worker_stores
-from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
+from pipelines.elastic_stage import StageSpec, probe_rows, route, state_bytes, warm_worker, worker_stores
 from pipelines.streams.metrics import ChannelMetrics, RebuildReport
 
 CHANNEL_COLUMN = "channel"
@@ -51,6 +50,10 @@ RESERVED_OUTPUT_COLUMNS = frozenset({CHANNEL_COLUMN, "batch_id", REASON_COLUMN, 
 """Columns esp adds to an operator's outputs: its output schema must not declare them."""
 
 
+NO_WATERMARK_MS = -(2**63)
+"""The watermark before any event time was seen: no event-time timer is due, nothing is late."""
+
+
 @dataclass(frozen=True)
 class OperatorBatch:
     """One micro-batch as the operator sees it; times are epoch ms, recorded so a replay reuses them."""
@@ -63,11 +66,9 @@ class OperatorBatch:
 def operator_input(good: DataFrame, raw: DataFrame, key_column: str) -> DataFrame:
     """The stage's input: the job's good rows with their key's hash, and the batch's valid probes
     (keyed by their routing key, other columns null)."""
+    # One step per side: each DataFrame step is analysed on the driver again, in every batch.
     rows = good.selectExpr("*", f"xxhash64(`{key_column}`) AS {HASH_COLUMN}", f"CAST(NULL AS BIGINT) AS {PROBE_COLUMN}")
-    probes = raw.where(is_valid_probe()).select(
-        probe_routing_key().alias(key_column), probe_sent_ms().alias(PROBE_COLUMN)
-    )
-    probes = probes.selectExpr(f"`{key_column}`", f"xxhash64(`{key_column}`) AS {HASH_COLUMN}", PROBE_COLUMN)
+    probes = probe_rows(raw).selectExpr(f"key AS `{key_column}`", HASH_COLUMN, PROBE_COLUMN)
     return rows.unionByName(probes, allowMissingColumns=True)
 
 
@@ -94,13 +95,17 @@ def run_operator_stage(
     batch: OperatorBatch,
     previous_channels: list[int],
     reports: Accumulator,
+    weight_column: str | None = None,
 ) -> DataFrame:
     """The stage's output rows for one batch (outputs and rejected rows; `split_output` parts them);
-    computing them adds each task's `ChannelMetrics` to `reports`."""
+    computing them adds each task's `ChannelMetrics` to `reports`. `weight_column`: how many input
+    records a row stands for (None: one)."""
     routed = route(rows, layout, labels).repartition(layout.n_channels, "label")
     timezone = routed.sparkSession.conf.get("spark.sql.session.timeZone")
     input_schema = to_arrow_schema(routed.schema, timezone=timezone)
-    task = _operator_task(spec, operator, input_schema, layout.to_json(), previous_channels, batch, reports)
+    task = _operator_task(
+        spec, operator, input_schema, layout.to_json(), previous_channels, batch, reports, weight_column
+    )
     return routed.mapInArrow(task, from_arrow_schema(stage_schema(operator)))
 
 
@@ -143,6 +148,7 @@ def _operator_task(
     previous_channels: list[int],
     batch: OperatorBatch,
     reports: Accumulator,
+    weight_column: str | None,
 ):
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -169,21 +175,26 @@ def _operator_task(
         result = _runner_for(spec, channel, store, operator).run(
             batch.batch_id, rows, batch.watermark_ms, batch.processing_ms
         )
+        load = channel_load(rows, operator.key_column, weight_column)
+        if spec.service_ms_per_record > 0:
+            # An I/O-bound stage (one external call per record): the task waits without using a
+            # core, so on a small machine it is channels, not cores, that add capacity.
+            time.sleep(load.records * spec.service_ms_per_record / 1000.0)
         finished_ms = time.time() * 1000
-        key_counts = pc.value_counts(rows[operator.key_column]).field("counts") if rows.num_rows else pa.array([])
         report = ChannelMetrics(
             channel,
-            rows.num_rows,
-            len(key_counts),
+            load.records,
+            load.keys,
             (time.perf_counter() - started) * 1000,
             len(store),
             state_bytes(store),
             [finished_ms - sent for sent in probes],
-            top_key_records=int(pc.max(key_counts).as_py() or 0) if len(key_counts) else 0,
+            top_key_records=load.top_key_records,
             open_ms=open_ms,
             commit_ms=result.commit_s * 1000 if result.commit_s is not None else None,
             rebuild=RebuildReport.of(rebuilt, warmup_s) if rebuilt is not None else None,
             warmup_ms=warmup_s * 1000 if warmup_s is not None else None,
+            rejected_records=result.rejected.num_rows,
         )
         reports.add({(batch.batch_id, channel): report})
         schema = stage_schema(operator)
@@ -191,6 +202,27 @@ def _operator_task(
         yield from _rejected_batches(result.rejected, schema, channel)
 
     return apply
+
+
+@dataclass(frozen=True)
+class ChannelLoad:
+    """What a channel's rows of a batch weigh: input records, distinct keys, the busiest key's records."""
+
+    records: int
+    keys: int
+    top_key_records: int
+
+
+def channel_load(rows: pa.Table, key_column: str, weight_column: str | None) -> ChannelLoad:
+    """The load of a channel's rows; with `weight_column`, each row stands for that many records."""
+    if rows.num_rows == 0:
+        return ChannelLoad(0, 0, 0)
+    if weight_column is None:
+        per_key = pc.value_counts(rows[key_column]).field("counts")
+    else:
+        weights = rows.select([key_column, weight_column]).group_by(key_column).aggregate([(weight_column, "sum")])
+        per_key = weights[f"{weight_column}_sum"]
+    return ChannelLoad(int(pc.sum(per_key).as_py() or 0), len(per_key), int(pc.max(per_key).as_py() or 0))
 
 
 def _output_batches(output: pa.Table, schema: pa.Schema, channel: int) -> Iterator[pa.RecordBatch]:

@@ -41,13 +41,17 @@ class KeyedOperator(ABC, Generic[S]):
     - `output_schema`: the schema of every table `update` / `on_timer` return;
     - `key_column`: the string column keys are read from;
     - `ttl_ms`: state not written for this long (processing time) is never returned and is
-      deleted by a cleanup timer; None keeps state forever.
+      deleted by a cleanup timer; None keeps state forever;
+    - `uses_timers`: False for an operator without timers or TTL (it skips the timer index).
     """
 
     state_codec: ValueCodec[S]
     output_schema: pa.Schema
     key_column: str = "key"
     ttl_ms: int | None = None
+    uses_timers: bool = True
+    """False promises the operator registers no timer and has no TTL: the runner then keeps no
+    index of the channel's timers (which a rescale would make it rebuild by a scan of the channel)."""
 
     @abstractmethod
     def update(self, rows: pa.Table, state: StateView[S], ctx: Context) -> pa.Table:

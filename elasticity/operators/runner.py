@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from elasticity.hashing import hash_strings
 from elasticity.operators.api import HASH_COLUMN, Context, KeyedOperator, require_schema
-from elasticity.operators.timers import TTL_DOMAIN, TimerIndex, check_user_keys, fired_table
+from elasticity.operators.timers import RESERVED_KEY_REASON, TTL_DOMAIN, TimerIndex, fired_table, reserved_keys
 from elasticity.operators.view import StateView
 from elasticity.state.codecs import BytesCodec
 from elasticity.state.memory import MemoryStore
@@ -66,6 +67,8 @@ class ChannelRunner(Generic[S]):
         task); it is checked after the batch's work, before its commit."""
         if not isinstance(store.codec, BytesCodec):
             raise TypeError("an operator's channel store holds bytes (BytesCodec); the operator's codec encodes")
+        if not operator.uses_timers and operator.ttl_ms is not None:
+            raise TypeError(f"{type(operator).__name__} has a TTL, which needs timers: uses_timers must be True")
         self.operator = operator
         self.store = store
         self.fence = fence
@@ -74,11 +77,15 @@ class ChannelRunner(Generic[S]):
     def run(self, batch_id: int, rows: pa.Table, watermark_ms: int, processing_ms: int) -> ChannelResult:
         """Process the channel's rows of `batch_id` and commit, or recompute a committed batch's outputs."""
         rows = with_hashes(rows, self.operator.key_column)
-        check_user_keys(rows[self.operator.key_column])
         ctx = Context(batch_id, watermark_ms, processing_ms, self.store.channel)
+        if self.operator.uses_timers and (reserved := reserved_keys(rows[self.operator.key_column])) is not None:
+            # A poison key must not stop the stream: its rows are rejected (kept, with the reason).
+            ctx.reject(rows.filter(reserved), RESERVED_KEY_REASON)
+            rows = rows.filter(pc.invert(reserved))
         if self.store.is_committed(batch_id):
             return self._recompute(rows, ctx)
-        self.timers.refresh(self.store)
+        if self.operator.uses_timers:
+            self.timers.refresh(self.store)
         tx = self.store.begin(batch_id)
         try:
             output = process(self.operator, tx, self.timers, rows, ctx)
@@ -98,7 +105,8 @@ class ChannelRunner(Generic[S]):
     def _recompute(self, rows: pa.Table, ctx: Context) -> ChannelResult:
         scratch = state_before(self.store, ctx.batch_id)
         timers = TimerIndex()
-        timers.refresh(scratch)
+        if self.operator.uses_timers:
+            timers.refresh(scratch)
         tx = scratch.begin(ctx.batch_id)
         try:
             output = process(self.operator, tx, timers, rows, ctx)

@@ -3,7 +3,8 @@
 All of one key's timers are one store entry: key `TIMER_PREFIX + <user key>`, placed under the
 user key's own hash (so every layout operation moves a key's timers with its state, and a
 batch transaction writes them atomically with it), value a JSON list of [domain, time] pairs.
-The prefix starts with NUL, which user keys may not (`check_user_keys`): the reserved namespace.
+The prefix starts with NUL, which user keys of an operator with timers may not (`reserved_keys`): rows
+with such keys are rejected with `RESERVED_KEY_REASON`, never run.
 
 Finding due timers must not scan the store every batch, so each channel keeps a `TimerIndex`
 in memory: rebuilt from one scan of the reserved namespace whenever the store's version is not
@@ -57,14 +58,16 @@ def decode_timers(data: bytes | None) -> list[Timer]:
     return [] if data is None else [(str(d), int(t)) for d, t in json.loads(data)]
 
 
-def check_user_keys(keys: pa.ChunkedArray | pa.Array) -> None:
-    """Refuse keys in esp's reserved namespace (they would alias a key's timers)."""
+RESERVED_KEY_REASON = "key starts with NUL, which esp reserves for an operator's timers"
+
+
+def reserved_keys(keys: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array | None:
+    """A mask of the keys in esp's reserved namespace (they would alias a key's timers), or None
+    when there is none."""
     if len(keys) == 0:
-        return  # an empty column may have no type (null) at all
+        return None  # an empty column may have no type (null) at all
     reserved = pc.starts_with(keys, RESERVED_PREFIX)
-    if pc.any(reserved).as_py():
-        bad = pc.filter(keys, reserved)[0].as_py()
-        raise ValueError(f"key {bad!r} starts with NUL, which esp reserves for timers")
+    return reserved if pc.any(reserved).as_py() else None
 
 
 class TimerIndex:

@@ -24,57 +24,40 @@ if TYPE_CHECKING:  # the CLI imports the stream's modules lazily, for a quick st
 stream_app = typer.Typer(help="Elastic stream jobs.", no_args_is_help=True)
 
 
-def _spec(
-    settings,
-    name: str,
-    job: str,
-    topic: str,
-    channels: int,
-    trigger: float,
-    max_offsets: int | None,
-    root: str | None,
-    service_ms: float = 0.0,
-    retention: dict[str, float] | None = None,
-    admission=None,
-    snapshots=None,
-):
-    from orchestration.streams.catalog import stream_root
-    from pipelines.streams.spec import StreamSpec
+def _spec(settings, name: str, job: str | None, topic: str | None, root: str | None, **options):
+    """The stream's spec: a catalogued stream's declared settings (built-in or streams.yaml), else
+    StreamSpec's defaults; then the options the command line set (None: not set)."""
+    from orchestration.streams.catalog import StreamEntry, catalog_streams, stream_spec
 
-    folder = root or stream_root(settings, name)
-    return StreamSpec(
-        name=name,
-        job=job,
-        input_topic=topic,
-        bootstrap_servers=settings.kafka.bootstrap_servers,
-        kafka_security=settings.kafka.security,
-        root=str(folder),
-        channels=channels,
-        trigger_seconds=trigger,
-        max_offsets_per_trigger=max_offsets,
-        service_ms_per_record=service_ms,
-        admission=admission,
-        **({"snapshots": snapshots} if snapshots is not None else {}),
-        **(retention or {}),
-    )
+    entry = next((e for e in catalog_streams() if e.name == name), None)
+    if entry is None:
+        entry = StreamEntry(name=name, job=job or "wordcount", input_topic=topic or "words")
+    elif job is not None:
+        entry = entry.model_copy(update={"job": job})
+    given = {option: value for option, value in options.items() if value is not None}
+    return stream_spec(settings, entry, input_topic=topic, root=root, **given)
 
 
 @stream_app.command("run")
 def run(
-    name: str = typer.Option("wordcount", help="Stream name (prefixes its topics and folders)."),
-    job: str = typer.Option(
-        "wordcount", help="Job: wordcount, adclicks, or a user job as module:function (docs/operators.md)."
+    name: str = typer.Option(
+        "wordcount", help="Stream name (prefixes its topics and folders); a catalogued one starts from its settings."
     ),
-    topic: str = typer.Option("words", help="Input topic."),
-    channels: int = typer.Option(4, min=1, help="Channels of the elastic stage at first start."),
-    trigger: float = typer.Option(1.0, help="Micro-batch trigger interval, seconds."),
+    job: str | None = typer.Option(
+        None, help="Job: wordcount, adclicks, or a user job as module:function (default: the catalogued stream's)."
+    ),
+    topic: str | None = typer.Option(None, help="Input topic (default: the catalogued stream's, else words)."),
+    channels: int | None = typer.Option(
+        None, min=1, help="Channels of the elastic stage at first start (default: the stream's setting, 4)."
+    ),
+    trigger: float | None = typer.Option(None, help="Micro-batch trigger interval, seconds (default: 1)."),
     max_offsets: int | None = typer.Option(None, help="Cap on records per micro-batch."),
     root: str | None = typer.Option(
         None, help="Stream folder: a path or a file:// or s3:// URI (default: <run dir>/streams/<name>)."
     ),
     observe_every: float = typer.Option(5.0, help="Seconds between printed observations."),
-    service_ms: float = typer.Option(
-        0.0, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage)."
+    service_ms: float | None = typer.Option(
+        None, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage; default 0)."
     ),
     compact_every: int | None = typer.Option(
         None, min=0, help="Compact the results and late tables every N batches (default: the stream spec's, 100)."
@@ -84,10 +67,10 @@ def run(
     ),
     admission_high: AdmissionHighOption = None,
     admission_low: AdmissionLowOption = None,
-    snapshots: str = typer.Option(
-        "adaptive",
+    snapshots: str | None = typer.Option(
+        None,
         help="When channels snapshot their state: adaptive (seed 003: a recovery-time bound and peak avoidance) "
-        "or fixed (a fixed period).",
+        "or fixed (a fixed period); default: the stream's setting, adaptive.",
     ),
     max_recovery: float | None = typer.Option(
         None, min=0.01, help="Adaptive snapshots: the predicted recovery never to pass, seconds (default 3)."
@@ -108,11 +91,18 @@ def run(
 
     with friendly_errors():
         settings = load_settings(config)
-        retention = {"compact_every_batches": compact_every, "bronze_retention_days": bronze_retention_days}
         spec = _spec(
             settings,
-            *(name, job, topic, channels, trigger, max_offsets, root, service_ms),
-            retention={option: value for option, value in retention.items() if value is not None},
+            name,
+            job,
+            topic,
+            root,
+            channels=channels,
+            trigger_seconds=trigger,
+            max_offsets_per_trigger=max_offsets,
+            service_ms_per_record=service_ms,
+            compact_every_batches=compact_every,
+            bronze_retention_days=bronze_retention_days,
             admission=admission_options(admission_high, admission_low),
             snapshots=_snapshots(snapshots, max_recovery, snapshot_period),
         )
@@ -130,9 +120,13 @@ def run(
     console.print(f"stream {name} stopped")
 
 
-def _snapshots(policy: str, max_recovery_s: float | None, period_s: float | None):
+def _snapshots(policy: str | None, max_recovery_s: float | None, period_s: float | None):
+    """The snapshot options the command line sets (None: none set, the stream's own apply)."""
     from elasticity.snapshots.planner import SnapshotOptions
 
+    if (policy, max_recovery_s, period_s) == (None, None, None):
+        return None
+    policy = policy or "adaptive"
     if policy not in ("adaptive", "fixed"):
         raise typer.BadParameter(f"{policy!r} is not adaptive or fixed", param_hint="--snapshots")
     try:

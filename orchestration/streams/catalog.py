@@ -128,6 +128,6 @@ def stream_spec(settings: EspSettings, entry: StreamEntry, **options: object) ->
         input_topic=str(options.pop("input_topic", None) or entry.input_topic),
         bootstrap_servers=settings.kafka.bootstrap_servers,
         kafka_security=settings.kafka.security,
-        root=str(stream_root(settings, entry.name)),
+        root=str(options.pop("root", None) or stream_root(settings, entry.name)),
         **{**entry.settings, **options},
     )

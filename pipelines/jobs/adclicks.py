@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines import api
 from pipelines.dead_letters import (
     AD_FIELDS,
     MAX_EPOCH_MS,
@@ -145,3 +146,38 @@ def batch_oracle(
     time bounds: the stream spec's defaults unless given)."""
     good = parse_events(raw, bounds or EventTimeBounds.of(StreamSpec())).where(F.col(REJECT).isNull())
     return {(r.campaign_id, r.window_start_ms): r.n for r in view_window_counts(good, window_seconds).collect()}
+
+
+def adclicks_job(spec: StreamSpec) -> api.Job:
+    """The ad-click analytics on the public job API: view counts per (campaign, window) computed in
+    the JVM per batch, windows already closed under the batch's watermark set aside as late, the
+    on-time ones added to each window's running count by the built-in `IntSum` aggregate."""
+    bounds, window_seconds = EventTimeBounds.of(spec), spec.window_seconds
+
+    def parse(raw: DataFrame) -> DataFrame:
+        return parse_events(raw, bounds)
+
+    def prepare(good: DataFrame, times: api.BatchTimes) -> api.Prepared:
+        watermark = None if times.watermark_ms == api.NO_WATERMARK_MS else times.watermark_ms
+        on_time, late = split_late(view_window_counts(good, window_seconds), watermark)
+        return api.Prepared(state_key(on_time), late)
+
+    def results(out: DataFrame) -> DataFrame:
+        rows = out.select("key", F.col("value").alias("count"), "channel", "batch_id")
+        return result_columns(rows, window_seconds)
+
+    def bronze(good: DataFrame) -> DataFrame:
+        columns = [*STRING_FIELDS, "event_time", "topic", "partition", "offset", "timestamp"]
+        return good.select(*columns, F.date_format(F.timestamp_millis("event_time"), "yyyy-MM-dd").alias("date"))
+
+    return api.Job(
+        parse=parse,
+        operator=api.KeyedAggregate(api.IntSum(), value_column="n"),
+        result_key_columns=("campaign_id", "window_start"),
+        event_time_column="event_time",
+        allowed_lateness_ms=spec.watermark_seconds * 1000,
+        prepare=prepare,
+        results=results,
+        weight_column="n",
+        archive=bronze,
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipelines import api
 from pipelines.dead_letters import REJECT, Reason, basic_value_checks, first_reason
 from pipelines.probes import invalid_probe_check, without_valid_probes
 
@@ -45,3 +46,32 @@ def native_counts(lines_stream: DataFrame) -> DataFrame:
     """The baseline: Spark's own stateful `groupBy().count()` (RocksDB state store)."""
     good = parse_lines(lines_stream).where(F.col(REJECT).isNull())
     return words_of(good).groupBy("word").count()
+
+
+def _deltas(good: DataFrame, times: api.BatchTimes) -> api.Prepared:
+    # Pre-aggregated in the JVM: the operator sees one (word, n) row per word of the batch.
+    return api.Prepared(word_deltas(good).select(F.col("word").alias("key"), F.col("n")))
+
+
+def _result_rows(out: DataFrame) -> DataFrame:
+    return out.select(F.col("key").alias("word"), F.col("value").alias("count"), "channel", "batch_id")
+
+
+def _bronze(good: DataFrame) -> DataFrame:
+    return good.select(
+        "line", "topic", "partition", "offset", "timestamp", F.date_format("timestamp", "yyyy-MM-dd").alias("date")
+    )
+
+
+def wordcount_job() -> api.Job:
+    """The word count on the public job API: words counted in the JVM per batch, each word's running
+    total kept by the built-in `IntSum` aggregate on the elastic stage."""
+    return api.Job(
+        parse=parse_lines,
+        operator=api.KeyedAggregate(api.IntSum(), value_column="n"),
+        result_key_columns=("word",),
+        prepare=_deltas,
+        results=_result_rows,
+        weight_column="n",
+        archive=_bronze,
+    )

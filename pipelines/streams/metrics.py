@@ -67,6 +67,8 @@ class ChannelMetrics:
     """The snapshot policy's rule after this batch (`elasticity.snapshots`); the driver fills it in."""
     predicted_recovery_s: float | None = None
     """The recovery time the snapshot policy predicts for this channel after its decision."""
+    rejected_records: int = 0
+    """Rows the channel's operator rejected (`Context.reject`): the stream keeps them in its late table."""
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,11 @@ def results_table_path(root: str | os.PathLike[str]) -> str:
     return uris.join(root, "tables", "results")
 
 
+def rejected_table_path(root: str | os.PathLike[str]) -> str:
+    """Rows a job's operator rejected (late events...), per batch, with the reason."""
+    return uris.join(root, "tables", "rejected")
+
+
 def late_table_path(root: str | os.PathLike[str]) -> str:
     """adclicks: window counts that arrived after their window closed, per batch."""
     return uris.join(root, "tables", "late")

@@ -116,7 +116,6 @@ class ElasticStream:
             self.spec.local_state,
             self.spec.store_kind,
             self.spec.service_ms_per_record,
-            value_codec=self.logic.value_codec,
         )
         self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
         self.control = ControlChannel(self.spec.control_dir)
@@ -305,9 +304,8 @@ class ElasticStream:
         )
         output = self.logic.stage(plan, call)
         # The Parquet write computes the stage (state is updated once, by this job); the Kafka copy
-        # and the rejected rows then read the cached rows.
-        cached = self.spec.results_to_kafka or output.rejected is not None
-        if cached:
+        # then reads the cached rows.
+        if self.spec.results_to_kafka:
             output.source.persist()
         try:
             output.results.write.mode("overwrite").parquet(
@@ -315,23 +313,22 @@ class ElasticStream:
             )
             if self.spec.results_to_kafka:
                 self._publish_results(output.results)
-            rejected = self._write_rejected(output.rejected, context.batch_id)
+            channel_reports = [r for (b, _), r in sorted(reports.value.items()) if b == context.batch_id]
+            rejected = sum(r.rejected_records for r in channel_reports)
+            if rejected:
+                # Read again only when some were (a recomputation if not cached: the replay contract).
+                self._write_rejected(output.rejected, context.batch_id)
         finally:
-            if cached:
+            if self.spec.results_to_kafka:
                 output.source.unpersist()
-        return [r for (batch_id, _), r in sorted(reports.value.items()) if batch_id == context.batch_id], rejected
+        return channel_reports, rejected
 
-    def _write_rejected(self, rejected: DataFrame | None, batch_id: int) -> int:
-        """Rows the operator rejected (late events...) kept in the late table per batch, with their
-        reason (overwritten on replay), and counted: never dropped silently."""
-        if rejected is None:
-            return 0
-        count = rejected.count()
-        if count:
-            rejected.withColumn("batch_id", F.lit(batch_id)).write.mode("overwrite").parquet(
-                uris.spark_path(f"{self.spec.late_table}/batch_id={batch_id}")
-            )
-        return count
+    def _write_rejected(self, rejected: DataFrame, batch_id: int) -> None:
+        """Rows the operator rejected (late events...) kept in the rejected table per batch, with their
+        reason (overwritten on replay): never dropped silently."""
+        rejected.withColumn("batch_id", F.lit(batch_id)).write.mode("overwrite").parquet(
+            uris.spark_path(f"{self.spec.rejected_table}/batch_id={batch_id}")
+        )
 
     def _channel_reports(self):
         """The stream's accumulator of channel reports, emptied for the next batch (batches

@@ -158,6 +158,11 @@ class StreamSpec(BaseModel):
         return names.results_table_path(self.folder)
 
     @property
+    def rejected_table(self) -> str:
+        """Rows the job's operator rejected (`Context.reject`), per batch, with the reason."""
+        return names.rejected_table_path(self.folder)
+
+    @property
     def late_table(self) -> str:
         """adclicks: window counts that arrived after their window closed, per batch."""
         return names.late_table_path(self.folder)

@@ -1,7 +1,7 @@
 """The example user job (examples/sessions, written only against the public API), as the project's
 streams.yaml declares it, on the real broker and Spark: per-user sessions closed by event-time
 timers, rescaled online 2 → 5 → 2, equal to the single-process oracle; a late click is kept in
-the late table with its reason, a malformed one is dead-lettered; the GX suite esp generates for
+the rejected table with its reason, a malformed one is dead-lettered; the GX suite esp generates for
 the stream passes, and fails once a stored session breaks the job's own expectations."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_sessions_example_rescaled_online_equals_the_oracle(spark, bootstrap, to
     for page, (_, mean_ms) in oracle_summary.items():
         assert summary[page][1] == pytest.approx(mean_ms)
 
-    late = spark.read.parquet(spec.late_table).collect()
+    late = spark.read.parquet(spec.rejected_table).collect()
     assert [(r.reason.startswith("late event"), json.loads(r.row)["event_time"]) for r in late] == [
         (True, rounds[0][0][2])
     ]

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.streams.names import checkpoint_path, late_table_path, metrics_topic, results_table_path
+from pipelines.streams.names import (
+    checkpoint_path,
+    late_table_path,
+    metrics_topic,
+    rejected_table_path,
+    results_table_path,
+)
 from tests.integration.streams import (
     committed_batches,
     config_for,
@@ -102,7 +108,7 @@ def _sessions_check(spark, bootstrap, topic, root) -> dict:
     columns = ["user_id", "landing_page", "session_start_ms", "session_end_ms", "clicks"]
     emitted = sorted(tuple(r) for r in spark.read.parquet(results_table_path(root)).select(*columns).collect())
     assert len(expected) > 500, "too few sessions closed to tell anything"
-    assert not Path(late_table_path(root)).exists(), "clicks in event-time order on one partition are never late"
+    assert not Path(rejected_table_path(root)).exists(), "clicks in event-time order on one partition are never late"
     return {"streamed": emitted, "oracle": expected}
 
 

@@ -19,6 +19,7 @@ from elasticity.operators import (
     Batch,
     Count,
     Harness,
+    IntSum,
     KeyedAggregate,
     Max,
     Mean,
@@ -75,6 +76,32 @@ def test_aggregate_equals_single_process_oracle(name: str, plan: list[tuple[Any,
             for row in results[batch_id].output.to_pylist():
                 latest[row["key"]] = row["value"]
         assert latest == {key: oracle(vs) for key, vs in values.items()}
+        harness.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batches_of=st.lists(
+        st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(-(2**40), 2**40)), max_size=30),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_int_sum_is_exact_across_rescales(batches_of: list[list[tuple[str, int]]]) -> None:
+    """Pre-aggregated counts (the word count's deltas) summed exactly, in int64, through rescales."""
+    with scratch_dir() as root:
+        harness = Harness(KeyedAggregate(IntSum(), value_column="n"), root, channels=2)
+        latest: dict[str, int] = {}
+        for i, rows in enumerate(batches_of):
+            table = pa.table({"key": [k for k, _ in rows], "n": pa.array([n for _, n in rows], pa.int64())})
+            for row in harness.run(Batch(table)).output.to_pylist():
+                latest[row["key"]] = row["value"]
+            harness.rescale("split" if i % 2 == 0 else "merge", harness.layout.channels[0])
+        totals: dict[str, int] = {}
+        for rows in batches_of:
+            for key, n in rows:
+                totals[key] = totals.get(key, 0) + n
+        assert latest == totals
         harness.close()
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from elasticity.operators import (
     StateView,
     TimeDomain,
 )
+from elasticity.operators.timers import RESERVED_KEY_REASON
 from elasticity.state import Int64Codec
 
 from .drive import Step, drive, rescale_steps, scratch_dir, steps
@@ -183,9 +183,18 @@ def test_timers_live_under_their_keys_hash_and_move_with_a_split() -> None:
         harness.close()
 
 
-def test_reserved_keys_are_refused() -> None:
+def test_reserved_keys_are_rejected_by_an_operator_with_timers_and_plain_keys_without() -> None:
+    """A key in the timers' namespace would alias a key's timers: an operator with timers rejects
+    its rows (kept with the reason; the batch goes on); one without timers just counts it."""
+    rows = pa.table({"key": [TIMER_PREFIX + "x", "y", TIMER_PREFIX + "x"], "value": [1.0, 2.0, 3.0]})
+    with scratch_dir() as root:
+        harness = Harness(KeyedAggregate(Count(), ttl_ms=TTL), root)
+        result = harness.run(Batch(rows))
+        assert result.output.to_pylist() == [{"key": "y", "value": 1}]
+        assert result.rejected.column("reason").to_pylist() == [RESERVED_KEY_REASON] * 2
+        harness.close()
     with scratch_dir() as root:
         harness = Harness(KeyedAggregate(Count()), root)
-        with pytest.raises(ValueError, match="reserves"):
-            harness.run(Batch(pa.table({"key": [TIMER_PREFIX + "x"], "value": [1.0]})))
+        counted = {r["key"]: r["value"] for r in harness.run(Batch(rows)).output.to_pylist()}
+        assert counted == {TIMER_PREFIX + "x": 2, "y": 1}
         harness.close()

@@ -99,3 +99,24 @@ def test_the_project_catalog_gets_every_definition_a_built_in_stream_gets():
         assert {supervisor_sensor_name(entry.name), elasticity_sensor_name(entry.name)} <= sensors
         for job in (stream_job_name(entry.name), stop_job_name(entry.name), resize_job_name(entry.name)):
             assert defs.resolve_job_def(job) is not None
+
+
+def test_the_command_line_starts_a_declared_stream_from_its_settings(tmp_path, monkeypatch):
+    """`esp stream run --name sessions` takes the catalog's job, topic and settings; options it is
+    given win, and a stream nobody declared gets StreamSpec's defaults."""
+    from orchestration.cli.stream import _spec
+    from orchestration.streams import catalog
+
+    monkeypatch.setattr(catalog, "catalog_streams", lambda: (*STREAMS, *load_catalog(_catalog(tmp_path, SESSIONS))))
+    settings = EspSettings(project_root=tmp_path)
+    declared = _spec(settings, "sessions", None, None, None, channels=None, trigger_seconds=None)
+    assert (declared.job, declared.input_topic, declared.channels, declared.trigger_seconds) == (
+        "examples.sessions.job:sessions_job",
+        "clicks",
+        2,
+        0.5,
+    )
+    given = _spec(settings, "sessions", None, "other", str(tmp_path / "elsewhere"), channels=7)
+    assert (given.input_topic, given.channels, given.root) == ("other", 7, str(tmp_path / "elsewhere"))
+    plain = _spec(settings, "mine", None, None, None, channels=None)
+    assert (plain.job, plain.input_topic, plain.channels) == ("wordcount", "words", 4)

@@ -21,7 +21,8 @@ def _history_with_snapshot(tmp_path: Path) -> tuple[str, dict[str, int]]:
             tx.put(f"k{batch_id % 3}", batch_id)
     history = FileHistory.at(f"{durable}/channels/channel=0")
     snapshot_from_history(history, batch_version(history, 3))
-    return durable, dict(writer.items())
+    # Worker stores hold the bytes an operator's codec wrote (here: int64 counts).
+    return durable, {key: Int64Codec().encode(value) for key, value in writer.items()}
 
 
 def _vanishing_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -61,4 +62,4 @@ def test_a_lagging_working_set_whose_changelog_vanishes_is_rebuilt(tmp_path, mon
     store = stores.store_for(0, 1, frozenset(), frozenset({0}))
 
     assert misses and store is not lagging
-    assert dict(store.items()) == {**expected, "k9": 9}
+    assert dict(store.items()) == {**expected, "k9": Int64Codec().encode(9)}
