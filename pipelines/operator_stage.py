@@ -244,7 +244,8 @@ def _rejected_batches(rejected: pa.Table, schema: pa.Schema, channel: int) -> It
     reasons = rejected[REJECT_REASON_COLUMN]
     kept = [name for name in rejected.column_names if name not in (REJECT_REASON_COLUMN, HASH_COLUMN)]
     rows = [json.dumps(row, default=str, sort_keys=True) for row in rejected.select(kept).to_pylist()]
-    columns = [pa.nulls(n, field.type) for field in schema][: len(schema) - 3] + [
+    esp_columns = (CHANNEL_COLUMN, REASON_COLUMN, REJECTED_COLUMN)
+    columns = [pa.nulls(n, field.type) for field in schema if field.name not in esp_columns] + [
         pa.array([channel] * n, pa.int32()),
         reasons.cast(pa.string()),
         pa.array(rows, pa.string()),
