@@ -35,8 +35,9 @@ from pyspark.sql import functions as F
 
 from elasticity.layout import Layout
 from elasticity.lease import Fence
-from elasticity.state import BytesCodec, MemoryBackend, RocksBackend, StateStore
+from elasticity.state import BytesCodec, StateStore, StoreBackend
 from elasticity.state.backend import channel_dir_name
+from elasticity.state.kinds import StoreKind, build_backend
 from pipelines import working_copies
 from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
 from pipelines.streams.metrics import ChannelMetrics
@@ -49,7 +50,7 @@ class StageSpec:
     stream: str
     durable_uri: str
     local_dir: str
-    store_kind: str = "rocks"
+    store_kind: StoreKind = "rocks"
     service_ms_per_record: float = 0.0
     fence: Fence | None = None
     """The driver's lease token: a task commits only while it is current (one writer per stream)."""
@@ -188,11 +189,9 @@ class WorkerStores:
     cached: dict[int, _CachedStore] = field(default_factory=dict)
     swept_epoch: int | None = None
 
-    def _backend(self, epoch: int):
-        codec = BytesCodec()  # the operator's own codec encodes values
-        if self.spec.store_kind == "memory":
-            return MemoryBackend(codec, durable=self.spec.durable_uri)
-        return RocksBackend(codec, durable=self.spec.durable_uri, local_dir=self._local(epoch))
+    def _backend(self, epoch: int) -> StoreBackend:
+        # Bytes: the operator's own codec encodes the values.
+        return build_backend(self.spec.store_kind, BytesCodec(), self.spec.durable_uri, self._local(epoch))
 
     def _local(self, epoch: int) -> str:
         """This worker's folder of working copies for layout `epoch`."""

@@ -22,9 +22,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestration.cli.common import ConfigOption, console, friendly_errors
+from pipelines.load.spec import LoadSpec
 
 if TYPE_CHECKING:
-    from pipelines.load import LoadProgress, LoadReport, LoadSpec
+    from pipelines.load import LoadProgress, LoadReport
     from pipelines.settings import KafkaConnection
 
 load_app = typer.Typer(
@@ -33,17 +34,32 @@ load_app = typer.Typer(
 
 RATE_WINDOW_S = 2.0  # the progress bar's achieved rate is measured over this many seconds
 
-# Options shared by both commands (what records, where to).
-TopicOpt = typer.Option("words", "--topic", "-t", help="Kafka topic to produce to (must exist).")
-KindOpt = typer.Option("words", "--kind", help="words (text lines) | ads (JSON ad events).")
-DistOpt = typer.Option("uniform", "--dist", help="Key distribution: uniform | zipf.")
-ZipfOpt = typer.Option(1.1, "--zipf-s", min=0.0, help="Zipf exponent s.")
-VocabOpt = typer.Option(10_000, "--vocabulary", min=1, help="Distinct words V.")
-WordsOpt = typer.Option(8, "--words-per-line", min=1, help="Words W per line.")
-KeyOpt = typer.Option("none", "--key", help="Record key: none | id | natural (first word / campaign id).")
-LateOpt = typer.Option(0.0, "--late-fraction", min=0.0, max=1.0, help="Share of late ad events.")
-LateByOpt = typer.Option(60.0, "--late-by", min=0.0, help="How late late ad events are, seconds.")
-SeedOpt = typer.Option(0, "--seed", min=0, help="Seed: same seed, same records.")
+
+def _spec_option(name: str, *flags: str, **limits: Any) -> Any:
+    """A Typer option for LoadSpec's field `name`: left out (None), the spec keeps its own default,
+    which the help shows; the help is the field's description."""
+    spec_field = LoadSpec.model_fields[name]
+    shown = False if spec_field.default is None else str(spec_field.default)
+    return typer.Option(None, *flags, help=spec_field.description, show_default=shown, **limits)
+
+
+# Options of LoadSpec's fields (what records, where to, at what rate).
+ProfileOpt = _spec_option("profile", "--profile", "-p")
+PeakOpt = _spec_option("peak_rate", "--peak", min=0.001)
+BaseOpt = _spec_option("base_rate", "--base", min=0.0)
+DurationOpt = _spec_option("duration_s", "--duration", "-d", min=0.001)
+SpeedOpt = _spec_option("speed", "--speed", min=0.001)
+TopicOpt = _spec_option("topic", "--topic", "-t")
+KindOpt = _spec_option("kind", "--kind")
+DistOpt = _spec_option("distribution", "--dist")
+ZipfOpt = _spec_option("zipf_s", "--zipf-s", min=0.0)
+VocabOpt = _spec_option("vocabulary", "--vocabulary", min=1)
+WordsOpt = _spec_option("words_per_line", "--words-per-line", min=1)
+KeyOpt = _spec_option("key", "--key")
+LateOpt = _spec_option("late_fraction", "--late-fraction", min=0.0, max=1.0)
+LateByOpt = _spec_option("late_by_s", "--late-by", min=0.0)
+SeedOpt = _spec_option("seed", "--seed", min=0)
+ProcessesOpt = _spec_option("processes", "--processes", "-P", min=0)
 BootstrapOpt = typer.Option(None, "--bootstrap", help="Kafka bootstrap servers; default from the esp settings.")
 JsonOpt = typer.Option(None, "--json", help="Write the summary (and per-second series) as JSON here.")
 
@@ -177,33 +193,28 @@ def _finish(report: LoadReport, json_path: Path | None, plot_path: Path | None, 
 
 
 def _spec(**fields: Any) -> LoadSpec:
-    from pipelines.load import LoadSpec
-
+    """The LoadSpec of the options given; the ones left out (None) keep LoadSpec's defaults."""
     return LoadSpec(**{k: v for k, v in fields.items() if v is not None})
 
 
 @load_app.command("run")
 def run_command(
-    profile: str = typer.Option("constant", "--profile", "-p", help="constant | step | square | sine | esault."),
-    peak: float = typer.Option(1000.0, "--peak", min=0.001, help="Peak target rate, records/s (all processes)."),
-    base: float | None = typer.Option(
-        None, "--base", min=0.0, help="Lowest rate; default a profile-specific share of the peak."
-    ),
-    duration: float | None = typer.Option(
-        None, "--duration", "-d", min=0.001, help="Run length, s; default the profile's own."
-    ),
-    speed: float = typer.Option(1.0, "--speed", min=0.001, help="Time compression of the profile (2 = twice as fast)."),
-    topic: str = TopicOpt,
-    kind: str = KindOpt,
-    dist: str = DistOpt,
-    zipf_s: float = ZipfOpt,
-    vocabulary: int = VocabOpt,
-    words_per_line: int = WordsOpt,
-    key: str = KeyOpt,
-    late_fraction: float = LateOpt,
-    late_by: float = LateByOpt,
-    seed: int = SeedOpt,
-    processes: int = typer.Option(1, "--processes", "-P", min=0, help="Producer processes; 0 = enough for the peak."),
+    profile: str | None = ProfileOpt,
+    peak: float | None = PeakOpt,
+    base: float | None = BaseOpt,
+    duration: float | None = DurationOpt,
+    speed: float | None = SpeedOpt,
+    topic: str | None = TopicOpt,
+    kind: str | None = KindOpt,
+    dist: str | None = DistOpt,
+    zipf_s: float | None = ZipfOpt,
+    vocabulary: int | None = VocabOpt,
+    words_per_line: int | None = WordsOpt,
+    key: str | None = KeyOpt,
+    late_fraction: float | None = LateOpt,
+    late_by: float | None = LateByOpt,
+    seed: int | None = SeedOpt,
+    processes: int | None = ProcessesOpt,
     bootstrap: str | None = BootstrapOpt,
     json_path: Path | None = JsonOpt,
     plot_path: Path | None = typer.Option(None, "--plot", help="Write a PNG of target vs achieved rate here."),
@@ -238,14 +249,14 @@ def run_command(
 @load_app.command("preload")
 def preload_command(
     records: int = typer.Option(..., "--records", "-n", min=1, help="Exactly this many records."),
-    topic: str = TopicOpt,
-    kind: str = KindOpt,
-    dist: str = DistOpt,
-    zipf_s: float = ZipfOpt,
-    vocabulary: int = VocabOpt,
-    words_per_line: int = WordsOpt,
-    key: str = KeyOpt,
-    seed: int = SeedOpt,
+    topic: str | None = TopicOpt,
+    kind: str | None = KindOpt,
+    dist: str | None = DistOpt,
+    zipf_s: float | None = ZipfOpt,
+    vocabulary: int | None = VocabOpt,
+    words_per_line: int | None = WordsOpt,
+    key: str | None = KeyOpt,
+    seed: int | None = SeedOpt,
     processes: int = typer.Option(0, "--processes", "-P", min=0, help="Producer processes; 0 = one per CPU."),
     bootstrap: str | None = BootstrapOpt,
     json_path: Path | None = JsonOpt,

@@ -157,7 +157,8 @@ def _rescale_offline_leased(
     spec: StreamSpec, plan: RescalePlan, reason: str, fence: Callable[[], None] | None
 ) -> RescaleResult:
     from elasticity.migration import Migrator
-    from elasticity.state import Int64Codec, Location, MemoryBackend, RocksBackend
+    from elasticity.state import BytesCodec, Location
+    from elasticity.state.kinds import build_backend
 
     files = StreamFiles(spec)
     if files.committed_layout() is None:
@@ -176,13 +177,9 @@ def _rescale_offline_leased(
             "batch, stop it, then rescale"
         )
     started = time.perf_counter()
-    codec = Int64Codec()
     scratch = os.path.join(spec.local_state, "offline-rescale")  # always on this machine (names)
-    backend = (
-        MemoryBackend(codec, durable=spec.elastic_root)
-        if spec.store_kind == "memory"
-        else RocksBackend(codec, durable=spec.elastic_root, local_dir=scratch)
-    )
+    # Bytes: the stores hold the operator's encoded values, and a migration moves them as they are.
+    backend = build_backend(spec.store_kind, BytesCodec(), spec.elastic_root, scratch)
     migrator = Migrator(Location.of(spec.elastic_root), backend, fence=fence)
     try:
         migrator.recover()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from elasticity.admission import AdmissionOptions
 from elasticity.snapshots.planner import SnapshotOptions
 from elasticity.state import uris
+from elasticity.state.kinds import StoreKind, describe_store_kinds
 from pipelines.settings import KafkaClientSecurity, KafkaConnection
 from pipelines.streams import names
 
@@ -55,8 +55,9 @@ class StreamSpec(BaseModel):
         description="Admission control (seed 004's high/low watermarks on the batch duration): cap the records a "
         "batch admits while batches run long, lift the cap once they run short (None: off).",
     )
-    store_kind: Literal["rocks", "memory"] = Field(
-        "rocks", description="Channel state store: RocksDB or in-memory (durable history either way)."
+    store_kind: StoreKind = Field(
+        "rocks",
+        description=f"Channel state store; every kind keeps the same durable history. {describe_store_kinds()}.",
     )
     snapshots: SnapshotOptions = Field(
         default_factory=SnapshotOptions,

@@ -1,5 +1,10 @@
-"""Factory fixtures for the elasticity unit tests: one parametrized store factory, so every
-state-store implementation runs the same suite."""
+"""Factory fixtures for the elasticity unit tests: one parametrized store factory and one
+parametrized backend factory, so every state-store implementation runs the same suite.
+
+The production kinds come from the registry (`elasticity.state.kinds.STORE_KINDS`): a kind
+added there runs here without a change. `TEST_ONLY_STORE_KINDS` adds what no stream selects:
+an in-memory store over an in-memory history, and the driver's history-only store.
+"""
 
 from __future__ import annotations
 
@@ -15,17 +20,22 @@ from elasticity.state import (
     HistoryBackend,
     HistoryStore,
     Int64Codec,
-    MemoryBackend,
     MemoryHistory,
     MemoryStore,
-    RocksBackend,
-    RocksStore,
     StateStore,
     StoreBackend,
     ValueCodec,
 )
+from elasticity.state.kinds import STORE_KINDS
 
-STORE_KINDS = ["memory", "memory+files", "rocks", "history"]
+VOLATILE_MEMORY = "volatile-memory"
+"""Test-only: a `MemoryStore` over a `MemoryHistory` (nothing on files)."""
+HISTORY = "history"
+"""Test-only as a kind: the driver's `HistoryStore`/`HistoryBackend`, no working set of its own."""
+
+TEST_ONLY_STORE_KINDS = [VOLATILE_MEMORY, HISTORY]
+ALL_STORE_KINDS = [*STORE_KINDS, *TEST_ONLY_STORE_KINDS]
+ALL_BACKEND_KINDS = [*STORE_KINDS, HISTORY]
 
 
 @dataclass
@@ -39,15 +49,12 @@ class StoreFactory:
 
     def __call__(self, channel: int = 0, codec: ValueCodec[Any] | None = None) -> StateStore:
         codec = codec if codec is not None else Int64Codec()
-        durable = str(self.root / "durable" / f"channel={channel}")
-        if self.kind == "memory":
+        if self.kind == VOLATILE_MEMORY:
             store: StateStore = MemoryStore(channel, codec, self._memory_histories.setdefault(channel, MemoryHistory()))
-        elif self.kind == "memory+files":
-            store = MemoryStore(channel, codec, FileHistory.at(durable))
-        elif self.kind == "history":
-            store = HistoryStore(channel, codec, FileHistory.at(durable))
-        else:
-            store = RocksStore(channel, codec, FileHistory.at(durable), str(self.root / "local" / f"channel={channel}"))
+        elif self.kind == HISTORY:
+            store = HistoryStore(channel, codec, FileHistory.at(str(self.root / "durable" / f"channel={channel}")))
+        else:  # a fresh backend per call: a re-opened store starts from its durable history
+            store = build_backend(self.kind, self.root, codec).open(channel)
         self._open.append(store)
         return store
 
@@ -60,26 +67,22 @@ class StoreFactory:
             store.close()
 
 
-@pytest.fixture(params=STORE_KINDS)
+@pytest.fixture(params=ALL_STORE_KINDS)
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     factory = StoreFactory(request.param, tmp_path)
     yield factory
     factory.close_all()
 
 
-BACKEND_KINDS = ["memory", "rocks", "history"]
-
-
 def build_backend(kind: str, root: Path, codec: ValueCodec[Any] | None = None) -> StoreBackend:
+    """A registered kind's backend (or the test-only history one) over `root/durable`, `root/local`."""
     codec = codec if codec is not None else Int64Codec()
-    if kind == "memory":
-        return MemoryBackend(codec, durable=str(root / "durable"))
-    if kind == "history":
+    if kind == HISTORY:
         return HistoryBackend(codec, durable=str(root / "durable"))
-    return RocksBackend(codec, durable=str(root / "durable"), local_dir=str(root / "local"))
+    return STORE_KINDS[kind].build(codec, str(root / "durable"), str(root / "local"))
 
 
-@pytest.fixture(params=BACKEND_KINDS)
+@pytest.fixture(params=ALL_BACKEND_KINDS)
 def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], StoreBackend]]:
     opened: list[StoreBackend] = []
 
