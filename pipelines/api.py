@@ -78,6 +78,7 @@ __all__ = [
     "Mean",
     "Min",
     "Prepared",
+    "Recompute",
     "Session",
     "Sliding",
     "StateView",
@@ -106,6 +107,26 @@ class Prepared:
 
     rows: DataFrame
     late: DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """How a job's results are recomputed in batch from the stream's archive, one UTC day at a time:
+    the daily backfill, and what the stream's results are reconciled with, row by row.
+
+    Both sides keep the result rows whose `day_column` falls on the day: the stream's latest view
+    (one row per result key) and `results` applied to the archived rows of the day and of the
+    days before and after it (a window or session that starts on a day may take rows from its
+    neighbours; spans longer than a day are not supported). A day is reconciled once the day
+    after it has closed."""
+
+    results: Callable[[DataFrame], DataFrame]
+    """Archived rows (the archive's columns and `date`) → result rows: the result key columns,
+    `day_column` and `compared_columns`, computed as the stream computes them."""
+    day_column: str
+    """An int64 epoch-ms column of the result rows that dates each row to a UTC day."""
+    compared_columns: tuple[str, ...] = ()
+    """Result columns besides the key that must be equal on both sides (exactly: round floats)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +160,9 @@ class Job:
     expectations: Callable[[], list[Any]] | None = None
     """Great Expectations (GX 1.x expectation objects) on the latest view of the results, checked by
     the stream's generated `results_suite` check beside esp's own (keys not null, one row per key)."""
+    recompute: Recompute | None = None
+    """The job's daily batch recomputation (the stream's `<name>_daily_counts` asset, its nightly
+    backfill and `reconciliation` check); None: the stream has no daily backfill."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.operator, KeyedOperator):

@@ -7,7 +7,7 @@ with `job = "examples.sessions.job:sessions_job"` (see docs/operators.md, "Your 
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from examples.sessions.operator import EVENT_TIME, PAGE, USER, Sessionize
@@ -40,6 +40,37 @@ def sessions_job() -> api.Job:
         event_time_column=EVENT_TIME,
         allowed_lateness_ms=ALLOWED_LATENESS_MS,
         expectations=session_expectations,
+        archive=archive_clicks,
+        recompute=api.Recompute(
+            results=recompute_sessions,
+            day_column="session_start_ms",
+            compared_columns=("landing_page", "session_end_ms", "clicks"),
+        ),
+    )
+
+
+def archive_clicks(good: DataFrame) -> DataFrame:
+    """Clicks as archived for the daily backfill: dated by when they happened (event time), so a
+    day's sessions are recomputed from that day's clicks (and its neighbours')."""
+    day = F.date_format(F.timestamp_millis(EVENT_TIME), "yyyy-MM-dd")
+    return good.select(USER, PAGE, EVENT_TIME, "topic", "partition", "offset").withColumn("date", day)
+
+
+def recompute_sessions(clicks: DataFrame) -> DataFrame:
+    """Archived clicks → the sessions they form, in batch: each user's clicks in (event time, page)
+    order, split where the time since the previous click exceeds the gap. The stream emits the same
+    sessions once the watermark passes them; clicks it rejected as late are counted here, so a
+    day with late clicks does not reconcile (by design: the stream left them out)."""
+    in_order = Window.partitionBy(USER).orderBy(EVENT_TIME, PAGE)
+    since_previous = F.col(EVENT_TIME) - F.lag(EVENT_TIME).over(in_order)
+    starts = F.when(since_previous.isNull() | (since_previous > GAP_MS), 1).otherwise(0)
+    session_number = F.sum("_starts").over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    numbered = clicks.withColumn("_starts", starts).withColumn("_session", session_number)
+    return numbered.groupBy(USER, "_session").agg(
+        F.min(EVENT_TIME).alias("session_start_ms"),
+        F.max(EVENT_TIME).alias("session_end_ms"),
+        F.count(F.lit(1)).alias("clicks"),
+        F.min(F.struct(EVENT_TIME, PAGE))[PAGE].alias("landing_page"),
     )
 
 

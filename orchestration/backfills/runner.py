@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestration.backfills.targets import PARTITIONS_START, spec_for, utc_today
+from orchestration.backfills.targets import PARTITIONS_START, BatchTarget, batch_pipeline, spec_for, utc_today
 from orchestration.names import BACKFILL_TAG, PIPELINE_TAG
-from pipelines.batch.pipelines import BatchPipeline, pipeline_named
+from pipelines.batch.pipelines import BatchPipeline
 from pipelines.batch.tables import bronze_batches, bronze_days, parse_day
 from pipelines.settings import EspSettings
 from pipelines.streams.spec import StreamSpec
@@ -66,7 +66,7 @@ def plan_backfill(
 ) -> BackfillPlan:
     """Validate a request (pipeline, range, data present) and list its days."""
     try:
-        pipeline = pipeline_named(pipeline_name)
+        pipeline = batch_pipeline(pipeline_name)
     except ValueError as error:
         raise BackfillError(str(error)) from None
     first, last = _as_day(start, "from"), _as_day(end, "to")
@@ -82,7 +82,7 @@ def plan_backfill(
     days = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
     if len(days) > MAX_DAYS:
         raise BackfillError(f"{len(days)} days is more than {MAX_DAYS}; split the range")
-    spec = spec_for(settings, pipeline, stream_root)
+    spec = spec_for(settings, pipeline.name, stream_root)
     empty = [d for d in days if not bronze_batches(spec.bronze_table, d)]
     if len(empty) == len(days):
         raise BackfillError(_no_data_message(pipeline, spec, first, last))
@@ -120,7 +120,7 @@ def run_backfill(
 
     settings = EspSettingsResource(config_file=str(settings_file) if settings_file else None)
     resources = {"esp_settings": settings, "spark": EspSparkResource(settings=settings)}
-    asset = make_daily_asset(plan.pipeline)
+    asset = make_daily_asset(BatchTarget(plan.pipeline.name, lambda: plan.pipeline))
     run_config = {"ops": {asset.op.name: {"config": {"stream_root": plan.spec.root}}}}
     outcomes = []
     for day in plan.days:

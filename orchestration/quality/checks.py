@@ -25,7 +25,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from orchestration.backfills.targets import is_catalogued, spec_for, utc_today
+from orchestration.backfills.targets import BatchTarget, is_catalogued, spec_for, utc_today
 from orchestration.names import (
     DEAD_LETTER_VOLUME_CHECK,
     RECONCILIATION_CHECK,
@@ -43,9 +43,10 @@ from orchestration.names import (
 from orchestration.quality.dead_letters import read_dead_letters
 from orchestration.quality.gx_validation import GreatExpectationsResource
 from orchestration.quality.metadata import failure_description, suite_metadata
-from orchestration.quality.state_check import check_state, has_results
+from orchestration.quality.state_check import StateCheck, check_state, has_results
 from orchestration.quality.suites import dead_letter_expectations, latest_view, results_expectations, with_window_checks
 from orchestration.resources import EspSettingsResource, EspSparkResource, KafkaResource
+from pipelines.api import JobError
 from pipelines.batch.pipelines import BatchPipeline
 from pipelines.batch.reconcile import reconcile
 from pipelines.settings import EspSettings
@@ -77,7 +78,7 @@ class DeadLetterCheckConfig(CheckConfig):
 def table_assets(pipeline: BatchPipeline) -> list[AssetSpec]:
     return stream_table_assets(
         pipeline.name,
-        is_catalogued(pipeline),
+        is_catalogued(pipeline.name),
         f"`{pipeline.name}` results: per micro-batch, the new count of every key it touched (Parquet).",
     )
 
@@ -121,7 +122,7 @@ def make_results_suite_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
         spark: EspSparkResource,
         gx: GreatExpectationsResource,
     ) -> AssetCheckResult:
-        spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
+        spec = spec_for(esp_settings.load(), pipeline.name, config.stream_root)
         if not has_results(spec.results_table):
             return AssetCheckResult(
                 passed=True, description="no results table yet", metadata={"table": spec.results_table}
@@ -166,12 +167,12 @@ def validate_results(
     )
 
 
-def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
+def make_reconciliation_check(target: BatchTarget) -> AssetChecksDefinition:
     @asset_check(
-        asset=results_asset_key(pipeline.name),
+        asset=results_asset_key(target.name),
         name=RECONCILIATION_CHECK,
-        additional_deps=[daily_counts_asset_key(pipeline.name)],
-        description="Every closed day: the stream's counts equal the daily batch recomputation, key by key.",
+        additional_deps=[daily_counts_asset_key(target.name)],
+        description="Every closed day: the stream's results equal the daily batch recomputation, key by key.",
     )
     def reconciliation(
         context: AssetCheckExecutionContext,
@@ -179,11 +180,15 @@ def make_reconciliation_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
         esp_settings: EspSettingsResource,
         spark: EspSparkResource,
     ) -> AssetCheckResult:
-        spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
+        spec = spec_for(esp_settings.load(), target.name, config.stream_root)
         if not has_results(spec.results_table):
             return AssetCheckResult(
                 passed=True, description="no results table yet", metadata={"table": spec.results_table}
             )
+        try:
+            pipeline = target.pipeline()
+        except JobError as error:
+            return AssetCheckResult(passed=False, description=str(error))
         outcome = reconcile(spark.spark_session, pipeline, spec, utc_today(), config.max_offending)
         spans = [vars(s) for s in outcome.spans]
         description = f"{len(outcome.spans)} closed span(s) reconciled, {outcome.differing_keys} differing key(s)" + (
@@ -211,7 +216,7 @@ SpecOf = Callable[[EspSettings, str | None], StreamSpec]
 
 
 def make_dead_letter_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
-    return make_stream_dead_letter_check(pipeline.name, lambda settings, root: spec_for(settings, pipeline, root))
+    return make_stream_dead_letter_check(pipeline.name, lambda settings, root: spec_for(settings, pipeline.name, root))
 
 
 def make_stream_dead_letter_check(name: str, spec_of: SpecOf) -> AssetChecksDefinition:
@@ -264,13 +269,12 @@ def make_stream_dead_letter_check(name: str, spec_of: SpecOf) -> AssetChecksDefi
     return dead_letter_volume
 
 
-def make_state_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
-    @asset_check(
-        asset=layout_asset_key(pipeline.name),
-        name=STATE_AFTER_RESCALE_CHECK,
-        description="GX on the state under the committed layout: each key stored once, in the channel its hash "
-        "routes to; key count and sum of counts equal the stream's results up to the same batch.",
-    )
+StateCheckOf = Callable[[StreamSpec, GreatExpectationsResource, int], StateCheck]
+"""Runs a stream's state check: its spec, the GX resource, how many offending keys to show."""
+
+
+def make_state_check(name: str, check: StateCheckOf, description: str) -> AssetChecksDefinition:
+    @asset_check(asset=layout_asset_key(name), name=STATE_AFTER_RESCALE_CHECK, description=description)
     def state_after_rescale(
         context: AssetCheckExecutionContext,
         config: CheckConfig,
@@ -279,40 +283,53 @@ def make_state_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
     ) -> AssetCheckResult:
         from elasticity.migration.registry import RegistryError
 
-        spec = spec_for(esp_settings.load(), pipeline, config.stream_root)
+        spec = spec_for(esp_settings.load(), name, config.stream_root)
         try:
-            result = check_state(pipeline, spec, gx, config.max_offending)
+            result = check(spec, gx, config.max_offending)
         except (RegistryError, FileNotFoundError) as error:
             return AssetCheckResult(passed=True, description=f"no elastic state yet ({error})")
-        census = result.census
-        metadata: dict[str, Any] = {
-            **suite_metadata(result.suite, config.max_offending),
-            "layout_epoch": census.layout.epoch,
-            "channels": MetadataValue.json(list(census.layout.channels)),
-            "state_batch": census.batch,
-            "keys": census.keys,
-            "sum_of_counts": census.total,
-            "per_channel": MetadataValue.json({str(c): v for c, v in census.per_channel.items()}),
-            "stray_channels": MetadataValue.json(census.stray_channels),
-            "baseline": MetadataValue.json(result.baseline or {"note": "no results table: routing checked, sums not"}),
-            "differing_keys": MetadataValue.json(result.differing_keys),
-            **_last_rescale(context, pipeline),
-        }
-        problems = [failure_description(result.suite)] if not result.suite.success else []
-        if result.differing_keys:
-            problems.append(f"{len(result.differing_keys)} key(s) differ from the stream's results")
-        if census.stray_channels:
-            problems.append(f"state left in channels outside the layout: {census.stray_channels}")
-        description = "; ".join(problems) or f"{census.keys} keys, sum {census.total}, all routed to their channel"
-        return AssetCheckResult(passed=result.passed, description=description, metadata=metadata)
+        return _state_check_result(result, config, _last_rescale(context, name))
 
     return state_after_rescale
 
 
-def _last_rescale(context: AssetCheckExecutionContext, pipeline: BatchPipeline) -> dict[str, Any]:
+def make_pipeline_state_check(pipeline: BatchPipeline) -> AssetChecksDefinition:
+    return make_state_check(
+        pipeline.name,
+        lambda spec, gx, limit: check_state(pipeline, spec, gx, limit),
+        "GX on the state under the committed layout: each key stored once, in the channel its hash "
+        "routes to; key count and sum of counts equal the stream's results up to the same batch.",
+    )
+
+
+def _state_check_result(result: StateCheck, config: CheckConfig, rescale: dict[str, Any]) -> AssetCheckResult:
+    census = result.census
+    metadata: dict[str, Any] = {
+        **suite_metadata(result.suite, config.max_offending),
+        "layout_epoch": census.layout.epoch,
+        "channels": MetadataValue.json(list(census.layout.channels)),
+        "state_batch": census.batch,
+        "keys": census.keys,
+        f"sum_of_{result.value_name.replace(' ', '_')}": census.total,
+        "per_channel": MetadataValue.json({str(c): v for c, v in census.per_channel.items()}),
+        "stray_channels": MetadataValue.json(census.stray_channels),
+        "baseline": MetadataValue.json(result.baseline or {"note": "no baseline: routing checked, values not"}),
+        "differing_keys": MetadataValue.json(result.differing_keys),
+        **rescale,
+    }
+    problems = [failure_description(result.suite)] if not result.suite.success else []
+    if result.differing_keys:
+        problems.append(f"{len(result.differing_keys)} key(s) differ from the stream's results")
+    if census.stray_channels:
+        problems.append(f"state left in channels outside the layout: {census.stray_channels}")
+    summary = f"{census.keys} keys, sum of {result.value_name} {census.total}, all routed to their channel"
+    return AssetCheckResult(passed=result.passed, description="; ".join(problems) or summary, metadata=metadata)
+
+
+def _last_rescale(context: AssetCheckExecutionContext, name: str) -> dict[str, Any]:
     """The resizing asset's latest MigrationReport figures, to show next to the census."""
     try:
-        event = context.instance.get_latest_materialization_event(layout_asset_key(pipeline.name))
+        event = context.instance.get_latest_materialization_event(layout_asset_key(name))
     except Exception:  # an instance without that asset's history: nothing to show
         return {}
     if event is None or event.asset_materialization is None:
@@ -324,7 +341,7 @@ def _last_rescale(context: AssetCheckExecutionContext, pipeline: BatchPipeline) 
 def pipeline_checks(pipeline: BatchPipeline) -> list[AssetChecksDefinition]:
     return [
         make_results_suite_check(pipeline),
-        make_reconciliation_check(pipeline),
+        make_reconciliation_check(BatchTarget(pipeline.name, lambda: pipeline)),
         make_dead_letter_check(pipeline),
-        make_state_check(pipeline),
+        make_pipeline_state_check(pipeline),
     ]

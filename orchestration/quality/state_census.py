@@ -1,5 +1,9 @@
 """A census of an elastic stage's durable state under its committed layout: every stored key,
-the channel that stores it, the channel its hash routes to, and its value.
+the channel that stores it, the channel its hash routes to, and its value (a count's int64 for
+the counting pipelines; for any other operator, the size in bytes of its stored value).
+
+A key's timers are stored under `TIMER_PREFIX + key` with the key's own hash (so they move with
+it); the census routes and checks such an entry by the key it belongs to.
 
 Read straight from the durable histories (`HistoryBackend`: never the stream's own RocksDB
 working sets, which a running stream holds locked), at one batch version common to all channels.
@@ -8,6 +12,7 @@ Pure Python: no Dagster, no Spark.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +21,8 @@ import pandas as pd
 from elasticity.hashing import hash_str
 from elasticity.layout import Layout
 from elasticity.migration.registry import LayoutRegistry
-from elasticity.state import HistoryBackend, Int64Codec, Location
+from elasticity.operators.timers import TIMER_PREFIX
+from elasticity.state import BytesCodec, HistoryBackend, Int64Codec, Location
 
 CENSUS_COLUMNS = ["key", "channel", "routed_channel", "stored_hash", "key_hash", "value"]
 
@@ -41,11 +47,23 @@ class StateCensus:
         return int(self.rows["value"].sum()) if len(self.rows) else 0
 
 
-def _rows_of(store, layout: Layout) -> pd.DataFrame:
+ValueOf = Callable[[bytes], int]
+"""A stored value → the census' int64 `value`."""
+
+COUNT_VALUE: ValueOf = Int64Codec().decode
+STORED_BYTES: ValueOf = len
+
+
+def owner_key(key: str) -> str:
+    """The key whose hash places `key`: itself, or for a timer entry the key the timers belong to."""
+    return key[len(TIMER_PREFIX) :] if key.startswith(TIMER_PREFIX) else key
+
+
+def _rows_of(store, layout: Layout, value_of: ValueOf) -> pd.DataFrame:
     entries = store.entries()
     keys = entries["key"].to_pylist()
-    values = [store.codec.decode(v) for v in entries["value"].to_pylist()]
-    key_hashes = np.array([hash_str(k) for k in keys], dtype=np.int64)
+    values = [value_of(v) for v in entries["value"].to_pylist()]
+    key_hashes = np.array([hash_str(owner_key(k)) for k in keys], dtype=np.int64)
     routed = layout.lookup(key_hashes) if len(keys) else np.array([], dtype=np.int64)
     return pd.DataFrame(
         {
@@ -60,14 +78,16 @@ def _rows_of(store, layout: Layout) -> pd.DataFrame:
     )
 
 
-def take_census(elastic_root: str, *, batch_complete=lambda batch: True) -> StateCensus:
+def take_census(
+    elastic_root: str, *, batch_complete=lambda batch: True, value_of: ValueOf = COUNT_VALUE
+) -> StateCensus:
     """Census of the state under `elastic_root` at the newest batch every channel can show.
 
     `batch_complete(b)` says whether the stream finished writing batch b's results; if the newest
     batch is not complete yet (a stream mid-batch), the census is taken one batch earlier.
     """
     layout = LayoutRegistry(Location.of(elastic_root)).committed()
-    backend = HistoryBackend(Int64Codec(), durable=elastic_root)
+    backend = HistoryBackend(BytesCodec(), durable=elastic_root)
     channels = sorted(set(layout.channels) | set(backend.channels()))
     stores = {c: backend.open(c) for c in channels}
     batch = max((s.version.batch for s in stores.values()), default=-1)
@@ -76,7 +96,7 @@ def take_census(elastic_root: str, *, batch_complete=lambda batch: True) -> Stat
         for store in stores.values():
             if store.version.batch > batch:
                 store.restore(batch)
-    frames = [_rows_of(store, layout) for store in stores.values()]
+    frames = [_rows_of(store, layout, value_of) for store in stores.values()]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CENSUS_COLUMNS)
     per_channel = {
         c: {"keys": int((rows["channel"] == c).sum()), "sum": int(rows.loc[rows["channel"] == c, "value"].sum())}

@@ -19,7 +19,7 @@ import pandas as pd
 from elasticity.state import Location
 from orchestration.names import state_suite_name
 from orchestration.quality.gx_validation import GreatExpectationsResource, SuiteOutcome
-from orchestration.quality.state_census import StateCensus, take_census
+from orchestration.quality.state_census import COUNT_VALUE, STORED_BYTES, StateCensus, ValueOf, take_census
 from orchestration.quality.suites import state_expectations
 from pipelines.batch.pipelines import BatchPipeline
 from pipelines.jobs.keys import SEPARATOR
@@ -33,6 +33,8 @@ class StateCheck:
     suite: SuiteOutcome
     baseline: dict[str, int] | None
     differing_keys: list[dict[str, Any]] = field(default_factory=list)
+    value_name: str = "counts"
+    """What the census' `value` column holds."""
 
     @property
     def passed(self) -> bool:
@@ -78,6 +80,21 @@ def results_state(pipeline: BatchPipeline, results_table: str, batch: int) -> pd
     )
 
 
+def _census(spec: StreamSpec, value_of: ValueOf = COUNT_VALUE) -> StateCensus:
+    """The census at the newest batch whose results the stream finished writing."""
+    with_results = has_results(spec.results_table)
+    complete = (lambda b: results_complete(spec.results_table, b)) if with_results else (lambda b: True)
+    return take_census(spec.elastic_root, batch_complete=complete, value_of=value_of)
+
+
+def check_user_state(name: str, spec: StreamSpec, gx: GreatExpectationsResource) -> StateCheck:
+    """A user job's state: each key (and its timers) stored once, in the channel its hash routes
+    to. Its values are the operator's own; their stored sizes are shown, not compared."""
+    census = _census(spec, STORED_BYTES)
+    suite = gx.validate(census.rows, state_suite_name(name), state_expectations(None, None), ["key", "channel"])
+    return StateCheck(census, suite, None, value_name="stored bytes")
+
+
 def check_state(
     pipeline: BatchPipeline,
     spec: StreamSpec,
@@ -87,10 +104,7 @@ def check_state(
     """Census the state, build the baseline from the results table (if the stream wrote one),
     and validate."""
     with_results = has_results(spec.results_table)
-    census = take_census(
-        spec.elastic_root,
-        batch_complete=(lambda b: results_complete(spec.results_table, b)) if with_results else (lambda b: True),
-    )
+    census = _census(spec)
     baseline, differing = None, []
     if with_results and census.batch >= 0:
         expected = results_state(pipeline, spec.results_table, census.batch)

@@ -5,6 +5,10 @@ in the stream catalog), beside the built-in pipelines' (`orchestration.quality.c
 - `<s>_results` · `results_suite` — GX on the results' latest view: the job's result key columns
   and `batch_id` not null, one row per result key, plus the job's own expectations
   (`Job.expectations`);
+- `<s>_results` · `reconciliation` — every closed day, the results equal the job's daily batch
+  recomputation (`pipelines.api.Recompute`; a job without one fails this check, saying so);
+- `<s>_layout` · `state_after_rescale` — GX on the census of the elastic state (each key and its
+  timers stored once, in the channel its hash routes to; nothing outside the layout);
 - `<s>_dead_letters` · `dead_letter_volume` — as for the built-in pipelines.
 
 The job is imported when a check runs, not when the code location loads: a broken job module
@@ -15,25 +19,24 @@ from typing import Any
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, asset_check
 
+from orchestration.backfills.targets import targets
 from orchestration.names import RESULTS_SUITE_CHECK, results_asset_key, results_suite_name
 from orchestration.quality.checks import (
     CheckConfig,
+    make_reconciliation_check,
+    make_state_check,
     make_stream_dead_letter_check,
     stream_table_assets,
     validate_results,
 )
 from orchestration.quality.gx_validation import GreatExpectationsResource, import_gx
-from orchestration.quality.state_check import has_results
+from orchestration.quality.state_check import check_user_state, has_results
 from orchestration.quality.suites import latest_view
 from orchestration.resources import EspSettingsResource, EspSparkResource
-from orchestration.streams.catalog import StreamEntry, stream_spec
+from orchestration.streams.catalog import StreamEntry, is_user_stream, stream_spec
 from pipelines.api import Job, load_job
 from pipelines.settings import EspSettings
-from pipelines.streams.spec import BUILT_IN_JOBS, StreamSpec
-
-
-def is_user_stream(entry: StreamEntry) -> bool:
-    return entry.job not in BUILT_IN_JOBS
+from pipelines.streams.spec import StreamSpec
 
 
 def _spec_of(entry: StreamEntry):
@@ -84,6 +87,15 @@ def make_user_results_suite_check(entry: StreamEntry) -> AssetChecksDefinition:
     return results_suite
 
 
+def make_user_state_check(entry: StreamEntry) -> AssetChecksDefinition:
+    return make_state_check(
+        entry.name,
+        lambda spec, gx, limit: check_user_state(entry.name, spec, gx),
+        "GX on the state under the committed layout: each key (and its timers) stored once, in the channel "
+        "its hash routes to, no state left outside the layout.",
+    )
+
+
 def user_stream_quality(entries: list[StreamEntry]) -> tuple[list[Any], list[AssetChecksDefinition]]:
     """(table assets, checks) of every user stream among `entries`."""
     users = [e for e in entries if is_user_stream(e)]
@@ -95,5 +107,7 @@ def user_stream_quality(entries: list[StreamEntry]) -> tuple[list[Any], list[Ass
         )
     ]
     checks = [make_user_results_suite_check(e) for e in users]
+    checks += [make_reconciliation_check(t) for t in targets() if t.name in {e.name for e in users}]
+    checks += [make_user_state_check(e) for e in users]
     checks += [make_stream_dead_letter_check(e.name, _spec_of(e)) for e in users]
     return assets, checks

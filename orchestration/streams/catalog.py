@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestration.elasticity.policy import ElasticityPolicy
 from pipelines.settings import EspSettings
-from pipelines.streams.spec import StreamSpec
+from pipelines.streams.spec import BUILT_IN_JOBS, StreamSpec
 
 DEFAULT_CATALOG = Path("streams.yaml")
 """The catalog read when none is named: `streams.yaml` in the working directory (the code
@@ -107,6 +107,11 @@ def load_catalog(path: Path) -> tuple[StreamEntry, ...]:
 def catalog_streams(path: Path = DEFAULT_CATALOG) -> tuple[StreamEntry, ...]:
     """Every stream esp runs: the built-in ones, then those `path` declares."""
     return (*STREAMS, *load_catalog(path))
+
+
+def is_user_stream(entry: StreamEntry) -> bool:
+    """Whether the stream runs a user's job (a `module:function`) rather than a built-in one."""
+    return entry.job not in BUILT_IN_JOBS
 
 
 def entry_policy(entry: StreamEntry, default: ElasticityPolicy) -> ElasticityPolicy:

@@ -1,7 +1,8 @@
 """The batch side of each pipeline, as one table entry: how a day of bronze aggregates, and how
 the stream's results turn into comparable per-day (or per-span) counts.
 
-Adding a pipeline is adding one `BatchPipeline` to `BATCH_PIPELINES`.
+A built-in pipeline is one `BatchPipeline` in `BATCH_PIPELINES`; a user job's is made from its
+`pipelines.api.Recompute` (`pipelines.batch.job_pipeline`).
 
 What reconciliation compares, per pipeline:
 
@@ -15,6 +16,9 @@ What reconciliation compares, per pipeline:
 - **adclicks** — counts are per event-time window, and a window lies within one UTC day (the
   window length divides a day), so the span is the window's day: the latest count of each
   (campaign, window) plus the late views set aside for it must equal the batch recomputation.
+- **user jobs** — every result row of the stream's latest view dated on a day (by the job's
+  `Recompute.day_column`) must be a row of the job's batch recomputation of that day, and the
+  other way round (see `pipelines.batch.job_pipeline`).
 """
 
 from __future__ import annotations
@@ -53,16 +57,19 @@ class BatchPipeline:
     name: str
     key_columns: tuple[str, ...]
     """Identify a row of the results' latest view and of a daily partition."""
-    bronze_schema: T.StructType
-    """The bronze columns `aggregate` reads (used when a day has no data)."""
-    aggregate: Callable[[DataFrame, StreamSpec], DataFrame]
-    """One day of bronze rows → key columns (+ extra columns) + `count`."""
+    bronze_schema: T.StructType | None
+    """The bronze columns `aggregate` reads (used when a day has no data; None: the archive's)."""
+    aggregate: Callable[[DataFrame, StreamSpec, dt.date], DataFrame]
+    """The bronze rows `read_day` read for a day → key columns (+ extra columns) + `count`."""
     spans: Callable[[StreamSpec], dict[dt.date, str]]
     """Every archived day → the label of the span it is reconciled in."""
     stream_side: Callable[[SparkSession, StreamSpec, SpanMap], StreamSide]
     """The stream's counts for the given closed spans."""
     window_columns: tuple[str, str] | None = None
     """(start, end) timestamp columns of event-time windows, if results are windowed."""
+    neighbour_days: int = 0
+    """How many days before and after a day its recomputation reads too; a day is reconciled once
+    that many following days have closed."""
 
 
 def daily_table(spec: StreamSpec) -> str:
@@ -73,7 +80,7 @@ def daily_table(spec: StreamSpec) -> str:
 # -- wordcount -------------------------------------------------------------------------------
 
 
-def _wordcount_aggregate(bronze: DataFrame, spec: StreamSpec) -> DataFrame:
+def _wordcount_aggregate(bronze: DataFrame, spec: StreamSpec, day: dt.date) -> DataFrame:
     from pipelines.jobs.wordcount import word_deltas
 
     return word_deltas(bronze.select("line")).select("word", F.col("n").cast("long").alias(COUNT))
@@ -143,7 +150,7 @@ WORDCOUNT = BatchPipeline(
 # -- adclicks --------------------------------------------------------------------------------
 
 
-def _adclicks_aggregate(bronze: DataFrame, spec: StreamSpec) -> DataFrame:
+def _adclicks_aggregate(bronze: DataFrame, spec: StreamSpec, day: dt.date) -> DataFrame:
     from pipelines.jobs.adclicks import view_window_counts
 
     counts = view_window_counts(bronze, spec.window_seconds)
@@ -196,10 +203,3 @@ ADCLICKS = BatchPipeline(
 
 
 BATCH_PIPELINES: dict[str, BatchPipeline] = {p.name: p for p in (WORDCOUNT, ADCLICKS)}
-
-
-def pipeline_named(name: str) -> BatchPipeline:
-    """The pipeline called `name`, or ValueError listing the known ones."""
-    if name not in BATCH_PIPELINES:
-        raise ValueError(f"unknown pipeline {name!r}; known pipelines: {', '.join(sorted(BATCH_PIPELINES))}")
-    return BATCH_PIPELINES[name]

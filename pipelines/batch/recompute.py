@@ -25,14 +25,16 @@ class DayResult:
 
 
 def recompute_day(spark: SparkSession, pipeline: BatchPipeline, spec: StreamSpec, day: dt.date) -> DayResult:
-    """Aggregate `day`'s bronze rows and replace that day's partition (idempotent).
+    """Aggregate `day`'s bronze rows (and its neighbours', if the pipeline reads them) and replace
+    that day's partition (idempotent).
 
     A day without bronze data gets an empty partition: a quiet day is a fact, and an empty
     partition lets reconciliation and schedules treat it like any other day.
     """
-    bronze = tables.read_bronze_day(spark, spec.bronze_table, day, pipeline.bronze_schema).persist()
+    days = [day + dt.timedelta(days=n) for n in range(-pipeline.neighbour_days, pipeline.neighbour_days + 1)]
+    bronze = tables.read_bronze_days(spark, spec.bronze_table, days, pipeline.bronze_schema).persist()
     try:
-        aggregate = pipeline.aggregate(bronze, spec).persist()
+        aggregate = pipeline.aggregate(bronze, spec, day).persist()
         try:
             total = aggregate.agg({"count": "sum"}).first()[0] or 0
             rows = tables.replace_day(aggregate, daily_table(spec), day)

@@ -49,8 +49,9 @@ def closed_spans(
 ) -> tuple[dict[dt.date, str], dict[str, str]]:
     """(day → span for spans that can be reconciled, skipped day → reason).
 
-    A span is closed when all its days are before `today` (UTC; no more records can land there)
-    and every one of its days has a materialized daily partition.
+    A span is closed when all its days, and the neighbour days its recomputation reads, are
+    before `today` (UTC; no more records can land there) and every one of its days has a
+    materialized daily partition.
     """
     spans = pipeline.spans(spec)
     members: dict[str, list[dt.date]] = {}
@@ -58,7 +59,7 @@ def closed_spans(
         members.setdefault(label, []).append(day)
     closed, skipped = {}, {}
     for label, days in members.items():
-        if max(days) >= today:
+        if max(days) + dt.timedelta(days=pipeline.neighbour_days) >= today:
             skipped.update({d.isoformat(): "day not closed yet" for d in days})
         elif not all(tables.day_folder(daily_table(spec), d).is_dir() for d in days):
             skipped.update({d.isoformat(): "daily partition not materialized (run the backfill)" for d in days})

@@ -138,13 +138,20 @@ def remove_expired_leftovers(bronze_table: str) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
 
 
-def read_bronze_day(spark: SparkSession, bronze_table: str, day: dt.date, schema: T.StructType) -> DataFrame:
-    """The archived rows of one day (every batch), or an empty frame of `schema` if none."""
-    folder = day_folder(bronze_table, day)
-    if not bronze_batches(bronze_table, day):
-        return spark.createDataFrame([], schema)
-    # basePath keeps `batch_id` as a column; reading only this folder prunes the other days.
-    return spark.read.option("basePath", str(folder)).parquet(str(folder))
+def read_bronze_days(
+    spark: SparkSession, bronze_table: str, days: list[dt.date], schema: T.StructType | None
+) -> DataFrame:
+    """The archived rows of `days` (every batch) with their `date` and `batch_id` columns, or an
+    empty frame of `schema` if none (None: the schema of the archive's files)."""
+    folders = [str(day_folder(bronze_table, d)) for d in days if bronze_batches(bronze_table, d)]
+    if folders:
+        # basePath keeps `date` and `batch_id` as columns; reading only these folders prunes the other days.
+        return spark.read.option("basePath", str(_folder(bronze_table))).parquet(*folders)
+    if schema is None:
+        if not bronze_days(bronze_table):
+            raise ValueError(f"the bronze archive {bronze_table} is empty: nothing tells its columns")
+        schema = spark.read.parquet(str(_folder(bronze_table))).drop("date", "batch_id").schema
+    return spark.createDataFrame([], schema)
 
 
 def replace_day(frame: DataFrame, table: str, day: dt.date) -> int:

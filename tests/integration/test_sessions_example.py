@@ -1,13 +1,17 @@
 """The example user job (examples/sessions, written only against the public API), as the project's
 streams.yaml declares it, on the real broker and Spark: per-user sessions closed by event-time
 timers, rescaled online 2 → 5 → 2, equal to the single-process oracle; a late click is kept in
-the rejected table with its reason, a malformed one is dead-lettered; the GX suite esp generates for
-the stream passes, and fails once a stored session breaks the job's own expectations."""
+the rejected table with its reason, a malformed one is dead-lettered; the generated daily backfill
+recomputes the clicks' day in batch and the generated reconciliation finds exactly the session the
+stream left the late click out of; the GX suite esp generates for the stream passes, and fails once
+a stored session breaks the job's own expectations."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +44,7 @@ def test_sessions_example_rescaled_online_equals_the_oracle(spark, bootstrap, to
     from examples.sessions.oracle import page_summary as oracle_page_summary
     from examples.sessions.oracle import sessions_oracle
     from orchestration.streams.catalog import load_catalog, stream_spec
+    from pipelines.batch.pipelines import daily_table
     from pipelines.settings import EspSettings
     from pipelines.streams.runner import ElasticStream
 
@@ -60,9 +65,9 @@ def test_sessions_example_rescaled_online_equals_the_oracle(spark, bootstrap, to
         for clicks, channels in zip(rounds[1:], (5, 2)):
             rescale_while_producing(stream, channels, bootstrap, _as_records(clicks))
             wait_for_checkpoint(spec.checkpoint, topic, bootstrap, query=stream.query)
-        # A click far ahead moves the watermark past every session's end; the next batch fires
-        # their timers and rejects a click from the first round, now late.
-        flush_ms = rounds[-1][-1][2] + 600_000
+        # A click far ahead (now, a day not closed yet) moves the watermark past every session's
+        # end; the next batch fires their timers and rejects a click from the first round, now late.
+        flush_ms = int(time.time() * 1000)
         produce(bootstrap, topic, _as_records([("flush", "none", flush_ms)]))
         wait_for_checkpoint(spec.checkpoint, topic, bootstrap, query=stream.query)
         produce(bootstrap, topic, _as_records([rounds[0][0]]))
@@ -90,14 +95,44 @@ def test_sessions_example_rescaled_online_equals_the_oracle(spark, bootstrap, to
     assert list(dead_letters(bootstrap, spec.dead_letter_topic).values()) == [NOT_A_CLICK]
     assert stream.last_metrics is not None and stream.last_metrics.channels == 2
 
-    assert _results_suite(entry, settings_file).passed
+    _backfill_the_clicks_day(spec, settings_file)
+    daily = spark.read.parquet(f"{daily_table(spec)}/date={_day(T0)}").collect()
+    assert len(daily) == len(expected)  # the late click joins a session, it does not make one
+    reconciliation = _run_check(entry, settings_file, "reconciliation")
+    offending = reconciliation.metadata["offending_keys"].value
+    user, _, late_ms = rounds[0][0]
+    assert not reconciliation.passed
+    assert sorted((o["user_id"], o["session_start_ms"], o["stream_count"], o["batch_count"]) for o in offending) == [
+        (user, late_ms, 0, 1),
+        (user, late_ms, 1, 0),
+    ], offending
+    stream_row, batch_row = (json.loads(o["row"]) for o in sorted(offending, key=lambda o: -o["stream_count"]))
+    assert batch_row["clicks"] == stream_row["clicks"] + 1  # the batch counts the click the stream rejected
+
+    assert _run_check(entry, settings_file, "results_suite").passed
     _corrupt_one_session(Path(spec.results_table))
-    failed = _results_suite(entry, settings_file)
+    failed = _run_check(entry, settings_file, "results_suite")
     assert not failed.passed and "clicks" in failed.description, failed.description
 
 
-def _results_suite(entry, settings_file):
-    """The stream's generated GX results suite, run in process with the test's settings."""
+def _day(epoch_ms: int) -> str:
+    return dt.datetime.fromtimestamp(epoch_ms / 1000, dt.UTC).date().isoformat()
+
+
+def _backfill_the_clicks_day(spec, settings_file) -> None:
+    """`esp backfill`'s API over the day of the clicks (they are archived by event time)."""
+    from dagster import DagsterInstance
+
+    from orchestration.backfills.runner import plan_backfill, run_backfill
+    from pipelines.settings import EspSettings
+
+    plan = plan_backfill(EspSettings.load(settings_file), "sessions", _day(T0), _day(T0), stream_root=spec.root)
+    (outcome,) = run_backfill(plan, settings_file=settings_file, instance=DagsterInstance.ephemeral())
+    assert outcome.success, outcome.error
+
+
+def _run_check(entry, settings_file, name: str):
+    """One of the stream's generated checks, run in process with the test's settings."""
     from dagster import AssetSelection, DagsterInstance, Definitions, define_asset_job
 
     from orchestration.quality.gx_validation import GreatExpectationsResource
@@ -105,11 +140,12 @@ def _results_suite(entry, settings_file):
     from orchestration.resources import EspSettingsResource, EspSparkResource
 
     assets, checks = user_stream_quality([entry])
+    (check,) = [c for c in checks if next(iter(c.check_keys)).name == name]
     settings = EspSettingsResource(config_file=str(settings_file))
-    job = define_asset_job("check_sessions", selection=AssetSelection.checks(*checks[:1]))
+    job = define_asset_job("check_sessions", selection=AssetSelection.checks(check))
     defs = Definitions(
         assets=assets,
-        asset_checks=checks[:1],
+        asset_checks=[check],
         jobs=[job],
         resources={
             "esp_settings": settings,

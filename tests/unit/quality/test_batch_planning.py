@@ -78,7 +78,7 @@ def test_a_range_plans_every_day_and_names_the_empty_ones(settings):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("nope", "2026-11-01", "2026-11-02"), "unknown pipeline 'nope'; known pipelines: adclicks, wordcount"),
+        (("nope", "2026-11-01", "2026-11-02"), "unknown pipeline 'nope'; known pipelines: adclicks, sessions, "),
         (("wordcount", "2026-11-30", "2026-12-02"), "2026-12-02 is in the future (today is 2026-11-22 UTC)"),
         (("wordcount", "2026-11-03", "2026-11-01"), "--from 2026-11-03 is after --to 2026-11-01"),
         (("wordcount", "11/01/2026", "2026-11-02"), "--from: '11/01/2026' is not a date in YYYY-MM-DD form"),
