@@ -239,6 +239,19 @@ class SparkSettings(_Strict):
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
 
 
+class PostgresSettings(_Strict):
+    """The PostgreSQL cluster esp starts under the run folder for Dagster's storage (`dagster_storage: postgres`)."""
+
+    port: int = Field(5433, ge=1, le=65535, description="Port the server listens on, on 127.0.0.1 only.")
+    bin_dir: Path | None = Field(
+        None, description="Folder of initdb and pg_ctl; default: the newest /usr/lib/postgresql/*/bin, else PATH."
+    )
+    run_as: str = Field(
+        "postgres", min_length=1, description="OS user the server runs as when esp runs as root (initdb refuses root)."
+    )
+    start_timeout_s: float = Field(60.0, gt=0, description="How long `infra up` waits for the server to accept.")
+
+
 class EspSettings(_Secretive):
     """All esp settings; `project_root` anchors the ignored run and cache folders."""
 
@@ -251,6 +264,12 @@ class EspSettings(_Secretive):
     jars_dir_name: str = Field(".esp/jars", description="Folder (under project_root) holding the Maven-resolved jars.")
     kafka: KafkaSettings = Field(default_factory=KafkaSettings, description="The Kafka broker.")
     spark: SparkSettings = Field(default_factory=SparkSettings, description="The Spark session.")
+    dagster_storage: Literal["sqlite", "postgres"] = Field(
+        "sqlite", description="Dagster's run and event storage: SQLite in DAGSTER_HOME, or esp's own PostgreSQL."
+    )
+    postgres: PostgresSettings = Field(
+        default_factory=PostgresSettings, description="esp's PostgreSQL (used when dagster_storage is postgres)."
+    )
 
     @property
     def run_dir(self) -> Path:

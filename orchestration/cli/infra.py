@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.table import Table
 
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
+if TYPE_CHECKING:
+    from orchestration.stack.postgres import PostgresServer
+    from pipelines.settings import EspSettings
+
+_Status = TypeVar("_Status")
+
 infra_app = typer.Typer(
-    help="Start, stop and inspect the local stack (Kafka KRaft broker, jars).", no_args_is_help=True
+    help="Start, stop and inspect the local stack (Kafka KRaft broker, Dagster's PostgreSQL, jars).",
+    no_args_is_help=True,
 )
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 
@@ -32,51 +40,88 @@ def jars(config: ConfigOption = None, force: bool = typer.Option(False, help="Re
 
 @infra_app.command("up")
 def up(config: ConfigOption = None) -> None:
-    """Start the Kafka broker (formats storage the first time) and wait until it answers."""
+    """Start Dagster's PostgreSQL (with `dagster_storage: postgres`; created the first time), then the
+    Kafka broker (formats storage the first time), each waited for until it answers."""
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.kafka_broker import BrokerAlreadyRunning
     from orchestration.stack.project import jvm_layout, kafka_broker, load_settings
 
     with friendly_errors():
         settings = load_settings(config)
+        if settings.dagster_storage == "postgres":
+            _postgres_up(settings)
         ensure_jars(jvm_layout(settings))
-        broker = kafka_broker(settings)
-        try:
-            with console.status(f"starting Kafka on {settings.kafka.bootstrap_servers}…"):
-                status = broker.up()
-        except BrokerAlreadyRunning as already:
-            console.print(f"[yellow]{already}[/]")
-            return
-        console.print(f"[green]Kafka is up[/] on {status.bootstrap_servers} (pid {status.pid})")
+        status = _start("Kafka", settings.kafka.bootstrap_servers, kafka_broker(settings).up, BrokerAlreadyRunning)
+        if status is not None:
+            console.print(f"[green]Kafka is up[/] on {status.bootstrap_servers} (pid {status.pid})")
+
+
+def _postgres_up(settings: EspSettings) -> None:
+    from orchestration.stack.postgres import DAGSTER_DB, PostgresAlreadyRunning, postgres_server
+
+    server = postgres_server(settings)
+    state = _start("PostgreSQL", server.address, server.up, PostgresAlreadyRunning)
+    if state is not None:
+        console.print(f"[green]PostgreSQL is up[/] on {state.address} (pid {state.pid}), database {DAGSTER_DB}")
+
+
+def _start(what: str, address: str, start: Callable[[], _Status], already: type[Exception]) -> _Status | None:
+    """Run a component's `up` under a spinner; None (said in yellow) when it was already running."""
+    try:
+        with console.status(f"starting {what} on {address}…"):
+            return start()
+    except already as running:
+        console.print(f"[yellow]{running}[/]")
+        return None
+
+
+def _postgres_in_use(settings: EspSettings, server: PostgresServer) -> bool:
+    """Dagster's storage is PostgreSQL, or was: a cluster esp created is stopped and shown either way."""
+    return settings.dagster_storage == "postgres" or server.paths.initialised
 
 
 @infra_app.command("down")
 def down(config: ConfigOption = None) -> None:
-    """Stop the Kafka broker esp started (by its pid)."""
+    """Stop the Kafka broker esp started (by its pid), then Dagster's PostgreSQL (its data stays)."""
+    from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
     with friendly_errors():
-        stopped = kafka_broker(load_settings(config)).down()
+        settings = load_settings(config)
+        stopped = kafka_broker(settings).down()
         console.print("[green]Kafka stopped[/]" if stopped else "Kafka was not running")
+        server = postgres_server(settings)
+        if _postgres_in_use(settings, server):
+            console.print("[green]PostgreSQL stopped[/]" if server.down() else "PostgreSQL was not running")
 
 
 @infra_app.command("status")
 def status(config: ConfigOption = None) -> None:
-    """Report whether the broker runs and answers; exit code 3 when it is down."""
+    """Report whether the broker (and Dagster's PostgreSQL) run and answer; exit code 3 when one is down."""
+    from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
     with friendly_errors():
-        state = kafka_broker(load_settings(config)).status()
+        settings = load_settings(config)
+        state = kafka_broker(settings).status()
+        server = postgres_server(settings)
+        database = server.status() if _postgres_in_use(settings, server) else None
     table = Table("component", "state", "pid", "address", "note")
-    label = (
-        "[green]running[/]"
-        if state.running and state.answering
-        else ("[yellow]not answering[/]" if state.running else "[red]stopped[/]")
+    table.add_row(
+        "kafka", _label(state.running, state.answering), str(state.pid or "-"), state.bootstrap_servers, state.note
     )
-    table.add_row("kafka", label, str(state.pid or "-"), state.bootstrap_servers, state.note)
+    if database is not None:
+        pid = str(database.pid or "-")
+        table.add_row("postgres", _label(database.running, database.answering), pid, database.address, database.note)
     console.print(table)
-    if not state.running:
+    if not state.running or (settings.dagster_storage == "postgres" and not (database and database.running)):
         raise typer.Exit(code=3)
+
+
+def _label(running: bool, answering: bool) -> str:
+    if running:
+        return "[green]running[/]" if answering else "[yellow]not answering[/]"
+    return "[red]stopped[/]"
 
 
 @topics_app.command("create")
@@ -124,10 +169,13 @@ def ui_command(
     """Start the Dagster webserver and daemon (`dagster dev`) with DAGSTER_HOME in the run folder."""
     from orchestration.stack.dagster_home import dagster_env, prepare_dagster_home
     from orchestration.stack.kafka_broker import ensure_port_free
+    from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import load_settings
 
     with friendly_errors():
         settings = load_settings(config)
+        if settings.dagster_storage == "postgres":
+            postgres_server(settings).require_running()
         ensure_port_free(host, port)
         home = prepare_dagster_home(settings)
     console.print(f"Dagster UI: [bold]http://{host}:{port}[/]  (DAGSTER_HOME={home})")
