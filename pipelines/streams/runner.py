@@ -30,7 +30,7 @@ from elasticity.layout import Layout
 from elasticity.lease import Lease, acquire, ensure_free
 from elasticity.migration import Migrator
 from elasticity.migration.registry import LayoutRegistry
-from elasticity.state import HistoryBackend, Int64Codec, Location, uris
+from elasticity.state import BytesCodec, HistoryBackend, Location, uris
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected
 from pipelines.elastic_stage import StageSpec
@@ -257,7 +257,8 @@ class ElasticStream:
         Keys are not counted here (that would fold every channel): the last batch's metrics
         already carry each channel's key count."""
         if self._migrator is None:
-            backend = HistoryBackend(Int64Codec(), durable=self.spec.elastic_root)
+            # Bytes: the stores hold the operator codec's encoding, which a migration moves as is.
+            backend = HistoryBackend(BytesCodec(), durable=self.spec.elastic_root)
             fence = self._lease.fence.check if self._lease is not None else None
             self._migrator = Migrator(
                 Location.of(self.spec.elastic_root), backend, count_keys=False, max_workers=8, fence=fence
