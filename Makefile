@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 export GX_ANALYTICS_ENABLED := false
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install jars chromium lint test test-unit test-integration test-long test-browser soak endurance demo demo-stop ui clean help
+.PHONY: install jars chromium lint test test-unit test-integration test-long test-browser test-cluster soak endurance demo demo-stop ui clean help
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
@@ -21,6 +21,7 @@ help:
 	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
 	@echo "make test-browser  only the real-browser tests of the Dagster UI (Chromium + Playwright; make test runs them too)"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
+	@echo "make test-cluster  the tests on esp's 3-node Kafka cluster (a node SIGKILLed under acks=all writes)"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
 
@@ -64,7 +65,7 @@ test-unit: install
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
 
 test-integration: install jars
-	$(BIN)/python -m pytest tests/integration -q -m "not long" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/integration -q -m "not long and not cluster" $(PYTEST_ARGS)
 
 # The real-browser tests of the Dagster UI (Playwright driving Debian's Chromium), screenshots kept
 # under pytest's tmp folder; ESP_SAVE_SCREENSHOTS=docs/screenshots refreshes the README's tour.
@@ -74,6 +75,11 @@ test-browser: install jars chromium
 # Minutes-long suites kept out of `make test`'s budget: the soak's Dagster faults, one by one.
 test-long: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m long $(PYTEST_ARGS)
+
+# The tests on esp's 3-node KRaft cluster (`kafka.nodes: 3`, started in a temporary run folder):
+# kept out of `make test`, which runs the single broker.
+test-cluster: install jars
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m cluster --durations=10 $(PYTEST_ARGS)
 
 # The long soak: not part of `make test` (a 90-second one is); SOAK_MINUTES and SOAK_SEED override.
 SOAK_MINUTES ?= 30

@@ -33,7 +33,12 @@ class TopicSpec(BaseModel):
 
     name: str = Field(..., min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$", description="Topic name.")
     partitions: int = Field(4, ge=1, le=10_000, description="Number of partitions.")
-    replication_factor: int = Field(1, ge=1, description="Replicas per partition (1 on a single broker).")
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Replicas per partition; None: the broker's default, which esp renders from kafka.nodes "
+        "(KafkaSettings.replication_factor: 1 on a single broker, 3 on the cluster, with min.insync.replicas 2).",
+    )
     configs: dict[str, str] = Field(default_factory=dict, description="Topic-level configs, e.g. retention.ms.")
 
 
@@ -96,8 +101,9 @@ def ensure_topics(bootstrap_servers: KafkaConnection | str, specs: list[TopicSpe
     missing = [s for s in specs if s.name not in existing]
     if not missing:
         return []
+    # -1: the broker's default replication factor (and its min.insync.replicas, as no topic sets it).
     request = {
-        s.name: {"num_partitions": s.partitions, "replication_factor": s.replication_factor, "configs": s.configs}
+        s.name: {"num_partitions": s.partitions, "replication_factor": s.replication_factor or -1, "configs": s.configs}
         for s in missing
     }
     with admin_client(bootstrap_servers) as admin:

@@ -198,6 +198,12 @@ class KafkaSettings(_Secretive):
     sasl_listener: KafkaSaslListener | None = Field(
         None, description="Make the local broker's client port require SASL PLAIN (off: PLAINTEXT)."
     )
+    nodes: Literal[1, 3] = Field(
+        1, description="Kafka processes esp starts: 1 broker, or a KRaft cluster of 3 (replication 3, min ISR 2)."
+    )
+    node_port_step: int = Field(
+        10, ge=1, description="In a cluster, node n listens on each port above plus (n - 1) times this step."
+    )
 
     @model_validator(mode="after")
     def _clients_speak_the_listener(self) -> KafkaSettings:
@@ -208,9 +214,52 @@ class KafkaSettings(_Secretive):
             )
         return self
 
+    @model_validator(mode="after")
+    def _node_ports_distinct(self) -> KafkaSettings:
+        ports = [port for node_id in self.node_ids for port in self.cluster_node(node_id).ports]
+        if self.nodes > 1 and (len(set(ports)) < len(ports) or max(ports) > 65535):
+            raise ValueError(
+                f"the {self.nodes} Kafka nodes' ports {ports} overlap or exceed 65535: choose another "
+                "kafka.node_port_step or other ports"
+            )
+        return self
+
     @property
     def bootstrap_servers(self) -> str:
-        return f"{self.host}:{self.client_port}"
+        """Every node's client address: clients still reach a cluster with one node down."""
+        return ",".join(f"{self.host}:{self.cluster_node(node_id).client_port}" for node_id in self.node_ids)
+
+    @property
+    def node_ids(self) -> range:
+        """The KRaft node ids (node.id), 1 to `nodes`."""
+        return range(1, self.nodes + 1)
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port one broker binds: client, controller and (with SASL) inter-broker."""
+        internal = [self.sasl_listener.internal_port] if self.sasl_listener else []
+        return [self.client_port, self.controller_port, *internal]
+
+    def cluster_node(self, node_id: int) -> KafkaSettings:
+        """Node `node_id`'s own settings, as a lone broker's: every port shifted by (node_id - 1) steps."""
+        if node_id == 1:
+            return self.model_copy(update={"nodes": 1})
+        shift = (node_id - 1) * self.node_port_step
+        sasl = self.sasl_listener
+        if sasl is not None:
+            sasl = sasl.model_copy(update={"internal_port": sasl.internal_port + shift})
+        update = {"client_port": self.client_port + shift, "controller_port": self.controller_port + shift}
+        return self.model_copy(update={**update, "sasl_listener": sasl, "nodes": 1})
+
+    @property
+    def replication_factor(self) -> int:
+        """Replicas of every topic esp's broker(s) create, internal ones included: min(3, nodes)."""
+        return min(3, self.nodes)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """Replicas an acks=all write waits for: 2 on the cluster (one node may be down), else 1."""
+        return min(2, self.replication_factor)
 
     @property
     def connection(self) -> KafkaConnection:

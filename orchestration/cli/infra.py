@@ -13,13 +13,15 @@ from rich.table import Table
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
 if TYPE_CHECKING:
+    from orchestration.stack.kafka_broker import BrokerStatus
+    from orchestration.stack.kafka_cluster import KafkaCluster
     from orchestration.stack.postgres import PostgresServer
     from pipelines.settings import EspSettings
 
 _Status = TypeVar("_Status")
 
 infra_app = typer.Typer(
-    help="Start, stop and inspect the local stack (Kafka KRaft broker, Dagster's PostgreSQL, jars).",
+    help="Start, stop and inspect the local stack (Kafka KRaft broker or cluster, Dagster's PostgreSQL, jars).",
     no_args_is_help=True,
 )
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
@@ -41,7 +43,8 @@ def jars(config: ConfigOption = None, force: bool = typer.Option(False, help="Re
 @infra_app.command("up")
 def up(config: ConfigOption = None) -> None:
     """Start Dagster's PostgreSQL (with `dagster_storage: postgres`; created the first time), then the
-    Kafka broker (formats storage the first time), each waited for until it answers."""
+    Kafka broker, or with `kafka.nodes: 3` the cluster's stopped nodes (formats storage the first
+    time), each waited for until it answers."""
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.kafka_broker import BrokerAlreadyRunning
     from orchestration.stack.project import jvm_layout, kafka_broker, load_settings
@@ -51,9 +54,29 @@ def up(config: ConfigOption = None) -> None:
         if settings.dagster_storage == "postgres":
             _postgres_up(settings)
         ensure_jars(jvm_layout(settings))
+        if settings.kafka.nodes > 1:
+            _kafka_cluster_up(settings)
+            return
         status = _start("Kafka", settings.kafka.bootstrap_servers, kafka_broker(settings).up, BrokerAlreadyRunning)
         if status is not None:
             console.print(f"[green]Kafka is up[/] on {status.bootstrap_servers} (pid {status.pid})")
+
+
+def _kafka_cluster(settings: EspSettings) -> KafkaCluster:
+    from orchestration.stack.kafka_cluster import KafkaCluster
+    from orchestration.stack.project import jvm_layout
+
+    return KafkaCluster(settings.kafka, settings.run_dir, jvm_layout(settings))
+
+
+def _kafka_cluster_up(settings: EspSettings) -> None:
+    from orchestration.stack.kafka_cluster import KafkaClusterAlreadyRunning
+
+    what = f"the {settings.kafka.nodes}-node Kafka cluster"
+    nodes = _start(what, settings.kafka.bootstrap_servers, _kafka_cluster(settings).up, KafkaClusterAlreadyRunning)
+    if nodes is not None:
+        pids = ", ".join(f"node-{n} {state.pid}" for n, state in nodes.items())
+        console.print(f"[green]Kafka cluster is up[/] on {settings.kafka.bootstrap_servers} (pids: {pids})")
 
 
 def _postgres_up(settings: EspSettings) -> None:
@@ -82,14 +105,19 @@ def _postgres_in_use(settings: EspSettings, server: PostgresServer) -> bool:
 
 @infra_app.command("down")
 def down(config: ConfigOption = None) -> None:
-    """Stop the Kafka broker esp started (by its pid), then Dagster's PostgreSQL (its data stays)."""
+    """Stop the Kafka broker (or cluster) esp started (by pid), then Dagster's PostgreSQL (its data stays)."""
     from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
     with friendly_errors():
         settings = load_settings(config)
-        stopped = kafka_broker(settings).down()
-        console.print("[green]Kafka stopped[/]" if stopped else "Kafka was not running")
+        if settings.kafka.nodes > 1:
+            nodes = _kafka_cluster(settings).down()
+            names = ", ".join(f"node-{n}" for n in nodes)
+            console.print(f"[green]Kafka cluster stopped[/] ({names})" if nodes else "Kafka cluster was not running")
+        else:
+            stopped = kafka_broker(settings).down()
+            console.print("[green]Kafka stopped[/]" if stopped else "Kafka was not running")
         server = postgres_server(settings)
         if _postgres_in_use(settings, server):
             console.print("[green]PostgreSQL stopped[/]" if server.down() else "PostgreSQL was not running")
@@ -97,24 +125,30 @@ def down(config: ConfigOption = None) -> None:
 
 @infra_app.command("status")
 def status(config: ConfigOption = None) -> None:
-    """Report whether the broker (and Dagster's PostgreSQL) run and answer; exit code 3 when one is down."""
+    """Report whether the broker or each cluster node (and Dagster's PostgreSQL) run and answer; exit
+    code 3 when one is down."""
     from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
     with friendly_errors():
         settings = load_settings(config)
-        state = kafka_broker(settings).status()
+        kafka: dict[str, BrokerStatus]
+        if settings.kafka.nodes > 1:
+            kafka = {f"kafka node-{n}": state for n, state in _kafka_cluster(settings).status().items()}
+        else:
+            kafka = {"kafka": kafka_broker(settings).status()}
         server = postgres_server(settings)
         database = server.status() if _postgres_in_use(settings, server) else None
     table = Table("component", "state", "pid", "address", "note")
-    table.add_row(
-        "kafka", _label(state.running, state.answering), str(state.pid or "-"), state.bootstrap_servers, state.note
-    )
+    for name, state in kafka.items():
+        pid = str(state.pid or "-")
+        table.add_row(name, _label(state.running, state.answering), pid, state.bootstrap_servers, state.note)
     if database is not None:
         pid = str(database.pid or "-")
         table.add_row("postgres", _label(database.running, database.answering), pid, database.address, database.note)
     console.print(table)
-    if not state.running or (settings.dagster_storage == "postgres" and not (database and database.running)):
+    kafka_down = not all(state.running for state in kafka.values())
+    if kafka_down or (settings.dagster_storage == "postgres" and not (database and database.running)):
         raise typer.Exit(code=3)
 
 

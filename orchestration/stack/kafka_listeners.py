@@ -49,5 +49,4 @@ def listener_properties(settings: KafkaSettings) -> dict[str, str]:
 
 def listener_ports(settings: KafkaSettings) -> list[int]:
     """Every port the broker binds (each must be free before it starts)."""
-    internal = [settings.sasl_listener.internal_port] if settings.sasl_listener else []
-    return [settings.client_port, settings.controller_port, *internal]
+    return settings.ports
