@@ -270,7 +270,9 @@ class KafkaSettings(_Secretive):
 class SparkSettings(_Strict):
     """How the one Spark session of a process is built."""
 
-    master: str = Field("local[*]", description="spark.master: local[*] by default, or a cluster URL.")
+    master: str = Field(
+        "local[*]", description="spark.master: local[*], or a cluster URL (default: esp's, with spark_cluster.enabled)."
+    )
     app_name: str = Field("esp", description="Spark application name shown in the Spark UI.")
     ui_enabled: bool = Field(True, description="Start the Spark web UI, read-only (its kill links are off).")
     ui_host: str = Field("127.0.0.1", description="Address the Spark web UI binds to (the driver's SPARK_LOCAL_IP).")
@@ -286,6 +288,63 @@ class SparkSettings(_Strict):
         "(pipelines.worker_daemon): a fresh worker starts in ms, not ~0.9 s.",
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
+
+
+_JVM_MEMORY = r"^[1-9][0-9]*[kKmMgGtT]$"
+"""A JVM memory size as Spark's daemons take it: 512m, 1g."""
+
+
+class SparkClusterSettings(_Strict):
+    """The Spark standalone cluster esp starts on this machine (`orchestration/stack/spark_cluster.py`):
+    one master and `workers` workers, each worker offering `cores_per_worker` cores and
+    `memory_per_worker` to one executor of a stream."""
+
+    enabled: bool = Field(False, description="`esp infra up` starts the cluster, and spark.master defaults to its URL.")
+    host: str = Field("127.0.0.1", description="Address the master, workers and their web UIs bind to.")
+    workers: int = Field(2, ge=1, le=32, description="Worker processes the cluster runs.")
+    cores_per_worker: int = Field(1, ge=1, description="Cores each worker offers (an executor takes them all).")
+    memory_per_worker: str = Field(
+        "1g", pattern=_JVM_MEMORY, description="Memory each worker offers: the heap of its executor."
+    )
+    master_port: int = Field(7077, ge=1, le=65535, description="Port of the master; worker n listens on it plus n.")
+    webui_port: int = Field(
+        8080, ge=1, le=65535, description="Port of the master's web UI and JSON state; worker n's UI is it plus n."
+    )
+    daemon_heap: str = Field("512m", pattern=_JVM_MEMORY, description="JVM heap of the master and of each worker.")
+    start_timeout_s: float = Field(120.0, gt=0, description="How long `infra up` waits for every worker to register.")
+
+    @model_validator(mode="after")
+    def _ports_distinct(self) -> SparkClusterSettings:
+        if len(set(self.ports)) < len(self.ports) or max(self.ports) > 65535:
+            raise ValueError(
+                f"the Spark cluster's ports {self.ports} overlap or exceed 65535: choose another "
+                "spark_cluster.master_port or webui_port"
+            )
+        return self
+
+    @property
+    def master_url(self) -> str:
+        """The master's URL: what spark.master is when the streams run on the cluster."""
+        return f"spark://{self.host}:{self.master_port}"
+
+    @property
+    def webui_url(self) -> str:
+        """The master's web UI; its JSON state is at `/json/`."""
+        return f"http://{self.host}:{self.webui_port}"
+
+    @property
+    def worker_ids(self) -> range:
+        return range(1, self.workers + 1)
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port the cluster binds: the master's two, then each worker's RPC and web UI port."""
+        workers = [port for n in self.worker_ids for port in (self.master_port + n, self.webui_port + n)]
+        return [self.master_port, self.webui_port, *workers]
+
+    def executor_conf(self) -> dict[str, str]:
+        """A session's executor sizing on this cluster: one executor fills one worker."""
+        return {"spark.executor.cores": str(self.cores_per_worker), "spark.executor.memory": self.memory_per_worker}
 
 
 class PostgresSettings(_Strict):
@@ -319,6 +378,29 @@ class EspSettings(_Secretive):
     postgres: PostgresSettings = Field(
         default_factory=PostgresSettings, description="esp's PostgreSQL (used when dagster_storage is postgres)."
     )
+    spark_cluster: SparkClusterSettings = Field(
+        default_factory=SparkClusterSettings, description="esp's Spark standalone cluster (with spark_cluster.enabled)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _streams_run_on_the_cluster(cls, data: object) -> object:
+        """With `spark_cluster.enabled`, `spark.master` defaults to the cluster's URL (one given wins)."""
+        if not isinstance(data, dict) or data.get("spark_cluster") is None:
+            return data
+        try:
+            cluster = SparkClusterSettings.model_validate(data["spark_cluster"])
+        except ValidationError:
+            return data  # reported by the field's own validation
+        spark = data.get("spark")
+        if not cluster.enabled:
+            return data
+        if isinstance(spark, SparkSettings):
+            if "master" not in spark.model_fields_set:
+                spark = spark.model_copy(update={"master": cluster.master_url})
+        elif spark is None or (isinstance(spark, dict) and "master" not in spark):
+            spark = {**(spark or {}), "master": cluster.master_url}
+        return {**data, "spark": spark}
 
     @property
     def run_dir(self) -> Path:

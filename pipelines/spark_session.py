@@ -77,12 +77,23 @@ def driver_environment(spark: SparkSettings) -> dict[str, str]:
     return {"PYSPARK_PYTHON": spark.python_executable or sys.executable, "SPARK_LOCAL_IP": spark.ui_host}
 
 
+def session_conf(settings: EspSettings, jars: list[Path]) -> dict[str, str]:
+    """`spark_conf`, plus on esp's Spark cluster (the master is its URL) executors sized to fill one
+    worker each, so every worker runs one; `spark.conf` still wins. On a cluster the `spark.jars`
+    (local paths) are served by the driver to every executor, and the executors' Python is the
+    driver's (`spark.pyspark.python`, PYSPARK_PYTHON): the same venv on this machine."""
+    conf = spark_conf(settings.spark, jars)
+    if settings.spark.master == settings.spark_cluster.master_url:
+        conf = {**settings.spark_cluster.executor_conf(), **conf}
+    return conf
+
+
 def build_spark_session(settings: EspSettings) -> SparkSession:
     """Get or create the process's Spark session with the Kafka connector on its classpath."""
     # The JVM inherits this process's environment when it starts (first session of the process).
     os.environ.update(driver_environment(settings.spark))
     builder = SparkSession.builder
-    for key, value in spark_conf(settings.spark, connector_jars(settings.jars_dir)).items():
+    for key, value in session_conf(settings, connector_jars(settings.jars_dir)).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from orchestration.stack.kafka_broker import BrokerStatus
     from orchestration.stack.kafka_cluster import KafkaCluster
     from orchestration.stack.postgres import PostgresServer
+    from orchestration.stack.spark_cluster import DaemonStatus, SparkCluster
     from pipelines.settings import EspSettings
 
 _Status = TypeVar("_Status")
 
 infra_app = typer.Typer(
-    help="Start, stop and inspect the local stack (Kafka KRaft broker or cluster, Dagster's PostgreSQL, jars).",
+    help="Start, stop and inspect the local stack (Kafka KRaft broker or cluster, Dagster's PostgreSQL, "
+    "the Spark standalone cluster, jars).",
     no_args_is_help=True,
 )
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
@@ -44,7 +46,8 @@ def jars(config: ConfigOption = None, force: bool = typer.Option(False, help="Re
 def up(config: ConfigOption = None) -> None:
     """Start Dagster's PostgreSQL (with `dagster_storage: postgres`; created the first time), then the
     Kafka broker, or with `kafka.nodes: 3` the cluster's stopped nodes (formats storage the first
-    time), each waited for until it answers."""
+    time), then with `spark_cluster.enabled` the Spark master and workers, each waited for until it
+    answers."""
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.kafka_broker import BrokerAlreadyRunning
     from orchestration.stack.project import jvm_layout, kafka_broker, load_settings
@@ -56,10 +59,34 @@ def up(config: ConfigOption = None) -> None:
         ensure_jars(jvm_layout(settings))
         if settings.kafka.nodes > 1:
             _kafka_cluster_up(settings)
-            return
-        status = _start("Kafka", settings.kafka.bootstrap_servers, kafka_broker(settings).up, BrokerAlreadyRunning)
-        if status is not None:
-            console.print(f"[green]Kafka is up[/] on {status.bootstrap_servers} (pid {status.pid})")
+        else:
+            status = _start("Kafka", settings.kafka.bootstrap_servers, kafka_broker(settings).up, BrokerAlreadyRunning)
+            if status is not None:
+                console.print(f"[green]Kafka is up[/] on {status.bootstrap_servers} (pid {status.pid})")
+        if settings.spark_cluster.enabled:
+            _spark_cluster_up(settings)
+
+
+def _spark_cluster(settings: EspSettings) -> SparkCluster:
+    from orchestration.stack.spark_cluster import SparkCluster
+
+    return SparkCluster(settings.spark_cluster, settings.run_dir)
+
+
+def _spark_cluster_in_use(settings: EspSettings, cluster: SparkCluster) -> bool:
+    """The Spark cluster is enabled, or esp started it once: it is stopped and shown either way."""
+    return settings.spark_cluster.enabled or cluster.root.exists()
+
+
+def _spark_cluster_up(settings: EspSettings) -> None:
+    from orchestration.stack.spark_cluster import SparkClusterAlreadyRunning
+
+    cluster = settings.spark_cluster
+    what = f"the Spark cluster ({cluster.workers} workers)"
+    daemons = _start(what, cluster.master_url, _spark_cluster(settings).up, SparkClusterAlreadyRunning)
+    if daemons is not None:
+        pids = ", ".join(f"{name} {state.pid}" for name, state in daemons.items())
+        console.print(f"[green]Spark cluster is up[/] at {cluster.master_url}, UI {cluster.webui_url} (pids: {pids})")
 
 
 def _kafka_cluster(settings: EspSettings) -> KafkaCluster:
@@ -105,12 +132,21 @@ def _postgres_in_use(settings: EspSettings, server: PostgresServer) -> bool:
 
 @infra_app.command("down")
 def down(config: ConfigOption = None) -> None:
-    """Stop the Kafka broker (or cluster) esp started (by pid), then Dagster's PostgreSQL (its data stays)."""
+    """Stop the Spark cluster and the Kafka broker (or cluster) esp started (by pid), then Dagster's
+    PostgreSQL (its data stays)."""
     from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
     with friendly_errors():
         settings = load_settings(config)
+        spark_cluster = _spark_cluster(settings)
+        if _spark_cluster_in_use(settings, spark_cluster):
+            daemons = spark_cluster.down()
+            console.print(
+                f"[green]Spark cluster stopped[/] ({', '.join(daemons)})"
+                if daemons
+                else "Spark cluster was not running"
+            )
         if settings.kafka.nodes > 1:
             nodes = _kafka_cluster(settings).down()
             names = ", ".join(f"node-{n}" for n in nodes)
@@ -125,8 +161,8 @@ def down(config: ConfigOption = None) -> None:
 
 @infra_app.command("status")
 def status(config: ConfigOption = None) -> None:
-    """Report whether the broker or each cluster node (and Dagster's PostgreSQL) run and answer; exit
-    code 3 when one is down."""
+    """Report whether the broker or each cluster node (and Dagster's PostgreSQL, the Spark master and
+    each worker) run and answer; exit code 3 when one is down."""
     from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
@@ -139,6 +175,10 @@ def status(config: ConfigOption = None) -> None:
             kafka = {"kafka": kafka_broker(settings).status()}
         server = postgres_server(settings)
         database = server.status() if _postgres_in_use(settings, server) else None
+        spark_cluster = _spark_cluster(settings)
+        spark: dict[str, DaemonStatus] = {}
+        if _spark_cluster_in_use(settings, spark_cluster):
+            spark = {f"spark {name}": state for name, state in spark_cluster.status().items()}
     table = Table("component", "state", "pid", "address", "note")
     for name, state in kafka.items():
         pid = str(state.pid or "-")
@@ -146,9 +186,14 @@ def status(config: ConfigOption = None) -> None:
     if database is not None:
         pid = str(database.pid or "-")
         table.add_row("postgres", _label(database.running, database.answering), pid, database.address, database.note)
+    for name, daemon in spark.items():
+        table.add_row(
+            name, _label(daemon.running, daemon.answering), str(daemon.pid or "-"), daemon.address, daemon.note
+        )
     console.print(table)
     kafka_down = not all(state.running for state in kafka.values())
-    if kafka_down or (settings.dagster_storage == "postgres" and not (database and database.running)):
+    spark_down = settings.spark_cluster.enabled and not all(daemon.running for daemon in spark.values())
+    if kafka_down or spark_down or (settings.dagster_storage == "postgres" and not (database and database.running)):
         raise typer.Exit(code=3)
 
 
