@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -360,6 +361,93 @@ class PostgresSettings(_Strict):
     start_timeout_s: float = Field(60.0, gt=0, description="How long `infra up` waits for the server to accept.")
 
 
+DEFAULT_CREDENTIALS_PROVIDER = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
+"""The AWS SDK's default chain: $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY, ~/.aws, web identity,
+container and instance roles; pyarrow's S3 client reads the same chain."""
+
+
+@dataclass(frozen=True)
+class ObjectStoreAccess:
+    """Where and how the object store is reached, resolved once from the settings and the AWS
+    environment: what Spark's s3a connector is told, and what the state layer (pyarrow) reads."""
+
+    endpoint_url: str | None
+    region: str | None
+    path_style_access: bool
+    credentials_provider: str
+
+    def environment(self) -> dict[str, str]:
+        """The standard AWS variables that carry this endpoint and region to pyarrow, in this
+        process and in the Python workers it starts (credentials are never copied)."""
+        env: dict[str, str] = {}
+        if self.endpoint_url:
+            env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        if self.region:
+            env |= {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region}
+        return env
+
+    def hadoop_conf(self) -> dict[str, str]:
+        """`fs.s3a.*` settings of Hadoop's s3a connector (Spark takes them as `spark.hadoop.*`)."""
+        conf = {
+            "fs.s3a.path.style.access": str(self.path_style_access).lower(),
+            "fs.s3a.aws.credentials.provider": self.credentials_provider,
+        }
+        if self.endpoint_url:
+            conf["fs.s3a.endpoint"] = self.endpoint_url
+            conf["fs.s3a.connection.ssl.enabled"] = str(self.endpoint_url.startswith("https://")).lower()
+        if self.region:
+            conf["fs.s3a.endpoint.region"] = self.region
+        return conf
+
+
+class ObjectStoreSettings(_Strict):
+    """How esp reaches the S3-compatible object store of a stream folder on `s3://` or `s3a://`:
+    Spark through Hadoop's s3a connector, the state layer through pyarrow. An option left unset is
+    the standard AWS setting of the environment, read when a session is built (`access`)."""
+
+    endpoint_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^/?#]+/?$",
+        description="The store's URL, e.g. http://127.0.0.1:9000; unset: $AWS_ENDPOINT_URL_S3 or "
+        "$AWS_ENDPOINT_URL, else AWS's own.",
+    )
+    region: str | None = Field(
+        None,
+        min_length=1,
+        description="Region requests are signed for; unset: $AWS_REGION or $AWS_DEFAULT_REGION, else us-east-1 "
+        "with an endpoint (AWS's own finds the bucket's).",
+    )
+    path_style_access: bool = Field(
+        True, description="Address a bucket as <endpoint>/<bucket>, as S3-compatible servers need (AWS accepts it)."
+    )
+    credentials_provider: str = Field(
+        DEFAULT_CREDENTIALS_PROVIDER,
+        min_length=1,
+        description="s3a's credentials provider class(es); default: the AWS SDK's chain ($AWS_ACCESS_KEY_ID..., "
+        "~/.aws, roles), the one pyarrow reads too.",
+    )
+
+    def access(self, environ: Mapping[str, str]) -> ObjectStoreAccess:
+        """The settings, each unset one taken from the AWS variables of `environ`."""
+        endpoint = self.endpoint_url or environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL") or None
+        region = self.region or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or None
+        if region is None and endpoint:
+            region = "us-east-1"  # an S3-compatible server ignores it, but requests must be signed for one
+        return ObjectStoreAccess(
+            endpoint_url=endpoint.rstrip("/") if endpoint else None,
+            region=region,
+            path_style_access=self.path_style_access,
+            credentials_provider=self.credentials_provider,
+        )
+
+    def export(self, environ: MutableMapping[str, str]) -> ObjectStoreAccess:
+        """`access`, written back to `environ` as the standard AWS variables, so that this process's
+        pyarrow (the state layer) and the processes it starts reach the store that Spark reaches."""
+        access = self.access(environ)
+        environ.update(access.environment())
+        return access
+
+
 class EspSettings(_Secretive):
     """All esp settings; `project_root` anchors the ignored run and cache folders."""
 
@@ -380,6 +468,9 @@ class EspSettings(_Secretive):
     )
     spark_cluster: SparkClusterSettings = Field(
         default_factory=SparkClusterSettings, description="esp's Spark standalone cluster (with spark_cluster.enabled)."
+    )
+    object_store: ObjectStoreSettings = Field(
+        default_factory=ObjectStoreSettings, description="The S3-compatible store of stream folders on s3:// or s3a://."
     )
 
     @model_validator(mode="before")

@@ -1,7 +1,8 @@
 """The one Spark session factory used by every esp job, test and Dagster resource.
 
 The Kafka connector jars must be on `spark.jars` before the JVM starts, so the session is built
-here and nowhere else.
+here and nowhere else. So must Hadoop's s3a connector for a stream whose folder is on an object
+store: `build_spark_session(settings, roots=...)` adds it, with the store's endpoint, when a root is.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, MutableMapping
 from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from pipelines.settings import EspSettings, SparkSettings
+from elasticity.state import uris
+from pipelines.settings import EspSettings, ObjectStoreAccess, SparkSettings
 
 log = logging.getLogger(__name__)
 
@@ -25,15 +27,49 @@ class MissingJarsError(RuntimeError):
     """The Maven-resolved connector jars are not where the settings say."""
 
 
+def _jar_group(jars_dir: Path, group: str, marker: str, missing: str) -> list[Path]:
+    """The jars infra/jvm resolved into `jars_dir/group`; MissingJarsError saying `missing` and
+    what to run when none is named `marker*`."""
+    folder = jars_dir / group
+    jars = sorted(folder.glob("*.jar"))
+    if not any(j.name.startswith(marker) for j in jars):
+        raise MissingJarsError(f"{missing} is missing from {folder}; run `esp infra jars` (or `make jars`) first")
+    return jars
+
+
 def connector_jars(jars_dir: Path) -> list[Path]:
     """The Spark-Kafka connector jars resolved by infra/jvm into `jars_dir/spark-kafka`."""
-    folder = jars_dir / "spark-kafka"
-    jars = sorted(folder.glob("*.jar"))
-    if not any(j.name.startswith("spark-sql-kafka") for j in jars):
-        raise MissingJarsError(
-            f"Spark's Kafka connector is missing from {folder}; run `esp infra jars` (or `make jars`) first"
-        )
-    return jars
+    return _jar_group(jars_dir, "spark-kafka", "spark-sql-kafka", "Spark's Kafka connector")
+
+
+def s3a_jars(jars_dir: Path) -> list[Path]:
+    """Hadoop's s3a connector and the AWS SDK bundle, resolved by infra/jvm into `jars_dir/spark-s3a`."""
+    return _jar_group(jars_dir, "spark-s3a", "hadoop-aws-", "Hadoop's s3a connector (for a stream folder on S3)")
+
+
+def object_store_conf(access: ObjectStoreAccess, jars: list[Path]) -> dict[str, str]:
+    """Spark conf for folders on the object store: the s3a jars on the driver's and executors' class
+    path (local paths, not `spark.jars`: the SDK bundle is ~650 MB, not to be copied per executor),
+    the connector's `fs.s3a.*` settings, and the AWS variables the executors' Python workers (the
+    state layer) read, so they reach the store Spark reaches."""
+    classpath = ":".join(str(j) for j in jars)
+    conf = {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
+    conf |= {f"spark.hadoop.{key}": value for key, value in access.hadoop_conf().items()}
+    conf |= {f"spark.executorEnv.{name}": value for name, value in access.environment().items()}
+    return conf
+
+
+def object_store_session(
+    settings: EspSettings, roots: Iterable[str], environ: MutableMapping[str, str]
+) -> dict[str, str]:
+    """The Spark conf a session needs for these stream roots, empty when every root is local. The
+    store's endpoint and region are resolved once, from the settings then the AWS variables of
+    `environ`, written back to `environ` (the JVM and its Python workers inherit it; this process's
+    pyarrow reads it) and given to Spark's s3a connector: one store for both."""
+    if all(uris.is_local(root) for root in roots):
+        return {}
+    access = settings.object_store.export(environ)
+    return object_store_conf(access, s3a_jars(settings.jars_dir))
 
 
 def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
@@ -88,12 +124,15 @@ def session_conf(settings: EspSettings, jars: list[Path]) -> dict[str, str]:
     return conf
 
 
-def build_spark_session(settings: EspSettings) -> SparkSession:
-    """Get or create the process's Spark session with the Kafka connector on its classpath."""
+def build_spark_session(settings: EspSettings, roots: Iterable[str] = ()) -> SparkSession:
+    """Get or create the process's Spark session with the Kafka connector on its classpath, and
+    the s3a connector when one of the stream `roots` is on an object store (`spark.conf` still
+    wins; one that sets `spark.driver.extraClassPath` must keep the s3a jars on it)."""
+    store_conf = object_store_session(settings, roots, os.environ)
     # The JVM inherits this process's environment when it starts (first session of the process).
     os.environ.update(driver_environment(settings.spark))
     builder = SparkSession.builder
-    for key, value in session_conf(settings, connector_jars(settings.jars_dir)).items():
+    for key, value in {**store_conf, **session_conf(settings, connector_jars(settings.jars_dir))}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

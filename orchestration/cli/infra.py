@@ -31,7 +31,7 @@ topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 
 @infra_app.command("jars")
 def jars(config: ConfigOption = None, force: bool = typer.Option(False, help="Resolve again even if present.")) -> None:
-    """Resolve the Kafka broker and Spark connector jars from Maven Central (no-op when present)."""
+    """Resolve the Kafka broker, Spark Kafka connector and s3a jars from Maven Central (no-op when present)."""
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.project import jvm_layout, load_settings
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import TYPE_CHECKING
 
@@ -106,8 +107,10 @@ def run(
             admission=admission_options(admission_high, admission_low),
             snapshots=_snapshots(snapshots, max_recovery, snapshot_period),
         )
+        # Before the first read of the stream's folder: its pyarrow reaches the store Spark will.
+        settings.object_store.export(os.environ)
         refuse_if_held(spec)
-        service = StreamService(build_spark_session(settings), spec)
+        service = StreamService(build_spark_session(settings, roots=(spec.root,)), spec)
         signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
 
         def show(observation) -> None:
@@ -177,7 +180,9 @@ def rescale(
             if split is not None
             else RescaleTarget(op="merge", channel=merge)
         )
-        folder = uris.canonical(root or stream_root(load_settings(config), name))
+        settings = load_settings(config)
+        settings.object_store.export(os.environ)  # a folder on an object store: the endpoint the stream uses
+        folder = uris.canonical(root or stream_root(settings, name))
         control = ControlChannel(control_path(folder))
         current = _committed_layout(folder)
         # Planned here, once, on the committed layout; the stream refuses it if it rescaled meanwhile.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from orchestration.stack.errors import StackError, ToolMissingError
 
-JAR_GROUPS = ("kafka", "spark-kafka")
+JAR_GROUPS = ("kafka", "spark-kafka", "spark-s3a")
 
 
 @dataclass(frozen=True)
