@@ -21,7 +21,7 @@ help:
 	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
 	@echo "make test-browser  only the real-browser tests of the Dagster UI (Chromium + Playwright; make test runs them too)"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
-	@echo "make test-cluster  the tests on esp's 3-node Kafka cluster (a node SIGKILLed under acks=all writes)"
+	@echo "make test-cluster  the cluster pieces: 3-node Kafka (a node SIGKILLed), Spark standalone (rescale 2-4-2), s3a and file:// roots"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
 
@@ -76,7 +76,8 @@ test-browser: install jars chromium
 test-long: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m long $(PYTEST_ARGS)
 
-# The tests on esp's 3-node KRaft cluster (`kafka.nodes: 3`, started in a temporary run folder):
+# The tests of esp's cluster pieces (3-node KRaft Kafka, Spark standalone cluster, object-store
+# roots), each started in a temporary run folder:
 # kept out of `make test`, which runs the single broker.
 test-cluster: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m cluster --durations=10 $(PYTEST_ARGS)
