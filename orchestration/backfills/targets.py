@@ -39,8 +39,12 @@ class BatchTarget:
 def targets() -> list[BatchTarget]:
     """The built-in pipelines, then every declared user stream."""
     built_in = [BatchTarget(p.name, (lambda p=p: p)) for p in BATCH_PIPELINES.values()]
-    users = [BatchTarget(e.name, (lambda e=e: job_pipeline(e.name, load_job(e.job)))) for e in user_entries()]
-    return built_in + users
+    return built_in + [user_target(e) for e in user_entries()]
+
+
+def user_target(entry: StreamEntry) -> BatchTarget:
+    """A user stream's batch target: its job's `Recompute`, imported when a run needs it."""
+    return BatchTarget(entry.name, lambda: job_pipeline(entry.name, load_job(entry.job)))
 
 
 def user_entries() -> list[StreamEntry]:
@@ -54,9 +58,10 @@ def pipelines() -> list[BatchPipeline]:
 
 def batch_pipeline(name: str) -> BatchPipeline:
     """The batch pipeline of stream `name`, or ValueError saying which streams have one."""
-    target = next((t for t in targets() if t.name == name), None)
+    every = targets()
+    target = next((t for t in every if t.name == name), None)
     if target is None:
-        known = ", ".join(sorted(t.name for t in targets()))
+        known = ", ".join(sorted(t.name for t in every))
         raise ValueError(f"unknown pipeline {name!r}; known pipelines: {known}")
     return target.pipeline()
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, asset_check
 
-from orchestration.backfills.targets import targets
+from orchestration.backfills.targets import user_target
 from orchestration.names import RESULTS_SUITE_CHECK, results_asset_key, results_suite_name
 from orchestration.quality.checks import (
     CheckConfig,
@@ -107,7 +107,7 @@ def user_stream_quality(entries: list[StreamEntry]) -> tuple[list[Any], list[Ass
         )
     ]
     checks = [make_user_results_suite_check(e) for e in users]
-    checks += [make_reconciliation_check(t) for t in targets() if t.name in {e.name for e in users}]
+    checks += [make_reconciliation_check(user_target(e)) for e in users]
     checks += [make_user_state_check(e) for e in users]
     checks += [make_stream_dead_letter_check(e.name, _spec_of(e)) for e in users]
     return assets, checks

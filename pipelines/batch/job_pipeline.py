@@ -60,6 +60,7 @@ def _as_counted_rows(results: DataFrame, recompute: Recompute, keys: tuple[str, 
     if missing := [c for c in wanted if c not in results.columns]:
         raise JobError(f"the result rows have no {missing} column(s) (the recompute's columns are {results.columns})")
     row = F.to_json(F.struct(*(F.col(c) for c in sorted({recompute.day_column, *recompute.compared_columns}))))
-    return results.where(_result_day(recompute).isin(days)).select(
-        _result_day(recompute).alias("date"), *keys, row.alias(ROW), F.lit(1).cast("long").alias(COUNT)
+    day = _result_day(recompute)
+    return results.where(day.isin(days)).select(
+        day.alias("date"), *keys, row.alias(ROW), F.lit(1).cast("long").alias(COUNT)
     )
