@@ -59,7 +59,8 @@ class EspSparkResource(PySparkResource):
                 "conf": {**settings.spark.conf, **allowed_spark_conf(self.spark_config)},
             }
         )
-        self._session = build_spark_session(settings.model_copy(update={"spark": spark}))
+        # The streams' folder decides the store: on an object store the session gets the s3a connector.
+        self._session = build_spark_session(settings.model_copy(update={"spark": spark}), (settings.streams_folder,))
 
     @property
     def spark_session(self) -> Any:

@@ -34,6 +34,7 @@ from elasticity.operators import ChannelRunner, KeyedOperator
 from elasticity.operators.types import HASH_COLUMN, REJECT_REASON_COLUMN
 from elasticity.state import StateStore
 from pipelines.elastic_stage import StageSpec, probe_rows, route, state_bytes, warm_worker, worker_stores
+from pipelines.streams.executors import worker_executor_id
 from pipelines.streams.metrics import ChannelMetrics, RebuildReport
 
 CHANNEL_COLUMN = "channel"
@@ -195,6 +196,7 @@ def _operator_task(
             rebuild=RebuildReport.of(rebuilt, warmup_s) if rebuilt is not None else None,
             warmup_ms=warmup_s * 1000 if warmup_s is not None else None,
             rejected_records=result.rejected.num_rows,
+            executor=worker_executor_id(),
         )
         reports.add({(batch.batch_id, channel): report})
         schema = stage_schema(operator)

@@ -268,6 +268,32 @@ class KafkaSettings(_Secretive):
         return KafkaConnection(self.bootstrap_servers, self.security)
 
 
+class ExecutorScalingSettings(_Strict):
+    """Executors that follow channels on a cluster: after each committed rescale (and at a stream's
+    start) the stream asks its cluster manager for `ceil(channels / channels_per_executor)`
+    executors within the bounds, and gives surplus executors back at the batch boundary."""
+
+    follow_channels: bool = Field(
+        False, description="A rescale also requests or releases executors (on a cluster master; ignored on local[*])."
+    )
+    channels_per_executor: int = Field(2, ge=1, description="Channels one executor serves.")
+    min_executors: int = Field(1, ge=1, description="Fewest executors the stream keeps.")
+    max_executors: int = Field(8, ge=1, description="Most executors the stream asks for.")
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> ExecutorScalingSettings:
+        if self.min_executors > self.max_executors:
+            raise ValueError(
+                f"spark.executors.min_executors ({self.min_executors}) exceeds max_executors ({self.max_executors})"
+            )
+        return self
+
+    def executors_for(self, channels: int) -> int:
+        """Executors `channels` channels get: one per `channels_per_executor`, within the bounds."""
+        wanted = -(-channels // self.channels_per_executor)  # the ceiling, in integers
+        return max(self.min_executors, min(self.max_executors, wanted))
+
+
 class SparkSettings(_Strict):
     """How the one Spark session of a process is built."""
 
@@ -287,6 +313,9 @@ class SparkSettings(_Strict):
         True,
         description="Python workers fork from a daemon that imported pandas and pyarrow once "
         "(pipelines.worker_daemon): a fresh worker starts in ms, not ~0.9 s.",
+    )
+    executors: ExecutorScalingSettings = Field(
+        default_factory=ExecutorScalingSettings, description="Executors that follow the stream's channels on a cluster."
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Any further Spark conf, applied last.")
 
@@ -375,15 +404,20 @@ class ObjectStoreAccess:
     region: str | None
     path_style_access: bool
     credentials_provider: str
+    local_keys: tuple[str, str] | None = None
+    """The keys of esp's local server (`object_store.server`), when it is the endpoint."""
 
     def environment(self) -> dict[str, str]:
         """The standard AWS variables that carry this endpoint and region to pyarrow, in this
-        process and in the Python workers it starts (credentials are never copied)."""
+        process and in the Python workers it starts. A user's credentials are never copied: only
+        the local server's keys, which guard nothing beyond this machine's loopback."""
         env: dict[str, str] = {}
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
         if self.region:
             env |= {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region}
+        if self.local_keys is not None:
+            env |= {"AWS_ACCESS_KEY_ID": self.local_keys[0], "AWS_SECRET_ACCESS_KEY": self.local_keys[1]}
         return env
 
     def hadoop_conf(self) -> dict[str, str]:
@@ -398,6 +432,30 @@ class ObjectStoreAccess:
         if self.region:
             conf["fs.s3a.endpoint.region"] = self.region
         return conf
+
+
+class ObjectStoreServerSettings(_Secretive):
+    """The S3-compatible server esp starts on this machine for the cluster profile: moto's server,
+    from PyPI (`orchestration/stack/object_store.py`). It keeps objects in memory while it runs:
+    `esp infra down` empties the store; point `object_store.endpoint_url` at a durable store
+    (MinIO, Ceph, AWS) for data that must outlive it."""
+
+    enabled: bool = Field(
+        False, description="`esp infra up` starts the server, and the object store's endpoint defaults to it."
+    )
+    host: str = Field("127.0.0.1", description="Address the server binds to.")
+    port: int = Field(9300, ge=1, le=65535, description="Port the server listens on.")
+    bucket: str = Field(
+        "esp", pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", description="Bucket created at start for the streams."
+    )
+    access_key_id: str = Field("esp-local", min_length=1, description="Access key the clients sign with.")
+    secret_access_key: SecretStr = Field(
+        SecretStr("esp-local"), description="Secret key the clients sign with (the local server accepts any)."
+    )
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
 
 
 class ObjectStoreSettings(_Strict):
@@ -426,18 +484,33 @@ class ObjectStoreSettings(_Strict):
         description="s3a's credentials provider class(es); default: the AWS SDK's chain ($AWS_ACCESS_KEY_ID..., "
         "~/.aws, roles), the one pyarrow reads too.",
     )
+    server: ObjectStoreServerSettings = Field(
+        default_factory=ObjectStoreServerSettings, description="The local S3-compatible server of the cluster profile."
+    )
 
     def access(self, environ: Mapping[str, str]) -> ObjectStoreAccess:
-        """The settings, each unset one taken from the AWS variables of `environ`."""
-        endpoint = self.endpoint_url or environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL") or None
+        """The settings, each unset one taken from the AWS variables of `environ`; with the local
+        server enabled, its endpoint and keys (an explicit endpoint still wins)."""
+        local = self.server if self.server.enabled else None
+        endpoint = (
+            self.endpoint_url
+            or (local.endpoint_url if local else None)
+            or environ.get("AWS_ENDPOINT_URL_S3")
+            or environ.get("AWS_ENDPOINT_URL")
+            or None
+        )
         region = self.region or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or None
         if region is None and endpoint:
             region = "us-east-1"  # an S3-compatible server ignores it, but requests must be signed for one
+        local_keys = None
+        if local is not None and endpoint == local.endpoint_url:
+            local_keys = (local.access_key_id, local.secret_access_key.get_secret_value())
         return ObjectStoreAccess(
             endpoint_url=endpoint.rstrip("/") if endpoint else None,
             region=region,
             path_style_access=self.path_style_access,
             credentials_provider=self.credentials_provider,
+            local_keys=local_keys,
         )
 
     def export(self, environ: MutableMapping[str, str]) -> ObjectStoreAccess:
@@ -448,8 +521,45 @@ class ObjectStoreSettings(_Strict):
         return access
 
 
+Profile = Literal["local", "cluster"]
+
+CLUSTER_PROFILE: dict[str, object] = {
+    "kafka": {"nodes": 3},
+    "dagster_storage": "postgres",
+    "spark_cluster": {"enabled": True},
+    "object_store": {"server": {"enabled": True}},
+    "spark": {"executors": {"follow_channels": True, "channels_per_executor": 2, "max_executors": 2}},
+}
+"""What `profile: cluster` changes, under whatever the settings file says (the file wins, key by key):
+3 Kafka nodes, Dagster on PostgreSQL, the Spark standalone cluster with executors following
+channels, the streams' folders on the local object store."""
+
+
+def _under(defaults: Mapping[str, object], given: Mapping[str, object]) -> dict[str, object]:
+    """`given` laid over `defaults`, nested mappings merged key by key."""
+    merged = dict(defaults)
+    for key, value in given.items():
+        below = merged.get(key)
+        if isinstance(below, Mapping) and isinstance(value, Mapping):
+            merged[key] = _under(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
 class EspSettings(_Secretive):
     """All esp settings; `project_root` anchors the ignored run and cache folders."""
+
+    profile: Profile = Field(
+        "local",
+        description="local: one broker, local[*], SQLite, local folders; cluster: CLUSTER_PROFILE's pieces "
+        "(3 Kafka nodes, Spark standalone, PostgreSQL, object store) under the file's own settings.",
+    )
+    streams_root: str | None = Field(
+        None,
+        description="Folder or URI (file://, s3a://) of the streams' folders; default: s3a://<bucket>/streams on "
+        "the local object store when it is enabled, else <run_dir>/streams.",
+    )
 
     project_root: Path = Field(
         default_factory=Path.cwd, description="Repository root; run and cache folders live under it."
@@ -475,7 +585,14 @@ class EspSettings(_Secretive):
 
     @model_validator(mode="before")
     @classmethod
-    def _streams_run_on_the_cluster(cls, data: object) -> object:
+    def _profile_then_cluster_master(cls, data: object) -> object:
+        """The profile's pieces under the given settings, then the cluster's master as spark.master."""
+        if isinstance(data, dict) and data.get("profile") == "cluster":
+            data = _under(CLUSTER_PROFILE, data)
+        return cls._streams_run_on_the_cluster(data)
+
+    @staticmethod
+    def _streams_run_on_the_cluster(data: object) -> object:
         """With `spark_cluster.enabled`, `spark.master` defaults to the cluster's URL (one given wins)."""
         if not isinstance(data, dict) or data.get("spark_cluster") is None:
             return data
@@ -500,6 +617,15 @@ class EspSettings(_Secretive):
     @property
     def jars_dir(self) -> Path:
         return self.project_root / self.jars_dir_name
+
+    @property
+    def streams_folder(self) -> str:
+        """Where the streams' folders live: `streams_root`, else the local object store's bucket, else run_dir."""
+        if self.streams_root is not None:
+            return self.streams_root
+        if self.object_store.server.enabled:
+            return f"s3a://{self.object_store.server.bucket}/streams"
+        return str(self.run_dir / "streams")
 
     def to_file_data(self) -> dict:
         """The settings as a mapping `load` reads back, passwords included (`model_dump_json`

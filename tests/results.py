@@ -14,3 +14,26 @@ def latest_word_counts(spark: SparkSession, results_table: str) -> dict[str, int
     if not Path(results_table).exists() or not any(Path(results_table).glob("batch_id=*")):
         return {}
     return {r.word: r["count"] for r in latest_rows(spark, results_table, ["word"]).collect()}
+
+
+def stored_rows(table: str) -> list[dict]:
+    """Every row of a results-like table at a path or URI (an object store's too), read through the
+    state layer's pyarrow: no Spark session with the s3a connector needed. Empty when absent."""
+    import pyarrow.dataset as ds
+
+    from elasticity.state import uris
+
+    fs, path = uris.filesystem(table)
+    if fs.get_file_info(path).type.name == "NotFound":
+        return []
+    return ds.dataset(path, filesystem=fs, format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+def newest_by_key(rows: list[dict], keys: list[str]) -> dict[tuple, dict]:
+    """key -> the row of the highest batch_id among `rows` with that key (the key's current value)."""
+    newest: dict[tuple, dict] = {}
+    for row in rows:
+        key = tuple(row[k] for k in keys)
+        if key not in newest or row["batch_id"] > newest[key]["batch_id"]:
+            newest[key] = row
+    return newest

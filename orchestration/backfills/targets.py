@@ -70,7 +70,7 @@ def spec_for(settings: EspSettings, name: str, root: str | None = None) -> Strea
     """Stream `name`'s spec (with its catalogued options if it is catalogued), optionally with its
     folder replaced."""
     entry = next((e for e in catalog_streams() if e.name == name), None)
-    folder = root or str(stream_root(settings, name))
+    folder = root or stream_root(settings, name)
     if entry is not None:
         return stream_spec(settings, entry).model_copy(update={"root": uris.canonical(folder)})
     return StreamSpec(

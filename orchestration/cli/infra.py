@@ -15,11 +15,21 @@ from orchestration.cli.common import ConfigOption, console, friendly_errors
 if TYPE_CHECKING:
     from orchestration.stack.kafka_broker import BrokerStatus
     from orchestration.stack.kafka_cluster import KafkaCluster
+    from orchestration.stack.object_store import ObjectStoreServer
     from orchestration.stack.postgres import PostgresServer
     from orchestration.stack.spark_cluster import DaemonStatus, SparkCluster
-    from pipelines.settings import EspSettings
+    from pipelines.settings import EspSettings, Profile
 
 _Status = TypeVar("_Status")
+
+ProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="local or cluster (3 Kafka nodes, Spark standalone, PostgreSQL, object store); default: $ESP_PROFILE, "
+        "else the settings file's profile.",
+    ),
+]
 
 infra_app = typer.Typer(
     help="Start, stop and inspect the local stack (Kafka KRaft broker or cluster, Dagster's PostgreSQL, "
@@ -43,19 +53,22 @@ def jars(config: ConfigOption = None, force: bool = typer.Option(False, help="Re
 
 
 @infra_app.command("up")
-def up(config: ConfigOption = None) -> None:
-    """Start Dagster's PostgreSQL (with `dagster_storage: postgres`; created the first time), then the
-    Kafka broker, or with `kafka.nodes: 3` the cluster's stopped nodes (formats storage the first
-    time), then with `spark_cluster.enabled` the Spark master and workers, each waited for until it
-    answers."""
+def up(config: ConfigOption = None, profile: ProfileOption = None) -> None:
+    """Start Dagster's PostgreSQL (with `dagster_storage: postgres`; created the first time), the
+    object store (with `object_store.server.enabled`), then the Kafka broker, or with `kafka.nodes: 3`
+    the cluster's stopped nodes (formats storage the first time), then with `spark_cluster.enabled`
+    the Spark master and workers, each waited for until it answers. `--profile cluster` turns on
+    all of them."""
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.kafka_broker import BrokerAlreadyRunning
     from orchestration.stack.project import jvm_layout, kafka_broker, load_settings
 
     with friendly_errors():
-        settings = load_settings(config)
+        settings = load_settings(config, _profile(profile))
         if settings.dagster_storage == "postgres":
             _postgres_up(settings)
+        if settings.object_store.server.enabled:
+            _object_store_up(settings)
         ensure_jars(jvm_layout(settings))
         if settings.kafka.nodes > 1:
             _kafka_cluster_up(settings)
@@ -65,6 +78,33 @@ def up(config: ConfigOption = None) -> None:
                 console.print(f"[green]Kafka is up[/] on {status.bootstrap_servers} (pid {status.pid})")
         if settings.spark_cluster.enabled:
             _spark_cluster_up(settings)
+
+
+def _profile(name: str | None) -> Profile | None:
+    if name is None or name in ("local", "cluster"):
+        return name  # type: ignore[return-value]  # checked just above
+    raise typer.BadParameter(f"unknown profile {name!r}: choose local or cluster", param_hint="--profile")
+
+
+def _object_store(settings: EspSettings) -> ObjectStoreServer:
+    from orchestration.stack.object_store import ObjectStoreServer
+
+    return ObjectStoreServer(settings.object_store.server, settings.run_dir)
+
+
+def _object_store_in_use(settings: EspSettings, store: ObjectStoreServer) -> bool:
+    """The local object store is enabled, or esp started it once: it is stopped and shown either way."""
+    return settings.object_store.server.enabled or store.root.exists()
+
+
+def _object_store_up(settings: EspSettings) -> None:
+    from orchestration.stack.object_store import ObjectStoreAlreadyRunning
+
+    store = _object_store(settings)
+    state = _start("the object store", store.address, store.up, ObjectStoreAlreadyRunning)
+    if state is not None:
+        bucket = settings.object_store.server.bucket
+        console.print(f"[green]Object store is up[/] on {state.address} (pid {state.pid}), bucket {bucket}")
 
 
 def _spark_cluster(settings: EspSettings) -> SparkCluster:
@@ -131,14 +171,14 @@ def _postgres_in_use(settings: EspSettings, server: PostgresServer) -> bool:
 
 
 @infra_app.command("down")
-def down(config: ConfigOption = None) -> None:
+def down(config: ConfigOption = None, profile: ProfileOption = None) -> None:
     """Stop the Spark cluster and the Kafka broker (or cluster) esp started (by pid), then Dagster's
-    PostgreSQL (its data stays)."""
+    PostgreSQL (its data stays) and the object store (in memory: emptied)."""
     from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
     with friendly_errors():
-        settings = load_settings(config)
+        settings = load_settings(config, _profile(profile))
         spark_cluster = _spark_cluster(settings)
         if _spark_cluster_in_use(settings, spark_cluster):
             daemons = spark_cluster.down()
@@ -157,17 +197,20 @@ def down(config: ConfigOption = None) -> None:
         server = postgres_server(settings)
         if _postgres_in_use(settings, server):
             console.print("[green]PostgreSQL stopped[/]" if server.down() else "PostgreSQL was not running")
+        store = _object_store(settings)
+        if _object_store_in_use(settings, store):
+            console.print("[green]Object store stopped[/]" if store.down() else "Object store was not running")
 
 
 @infra_app.command("status")
-def status(config: ConfigOption = None) -> None:
-    """Report whether the broker or each cluster node (and Dagster's PostgreSQL, the Spark master and
-    each worker) run and answer; exit code 3 when one is down."""
+def status(config: ConfigOption = None, profile: ProfileOption = None) -> None:
+    """Report whether the broker or each cluster node (and Dagster's PostgreSQL, the object store,
+    the Spark master and each worker) run and answer; exit code 3 when one is down."""
     from orchestration.stack.postgres import postgres_server
     from orchestration.stack.project import kafka_broker, load_settings
 
     with friendly_errors():
-        settings = load_settings(config)
+        settings = load_settings(config, _profile(profile))
         kafka: dict[str, BrokerStatus]
         if settings.kafka.nodes > 1:
             kafka = {f"kafka node-{n}": state for n, state in _kafka_cluster(settings).status().items()}
@@ -175,6 +218,8 @@ def status(config: ConfigOption = None) -> None:
             kafka = {"kafka": kafka_broker(settings).status()}
         server = postgres_server(settings)
         database = server.status() if _postgres_in_use(settings, server) else None
+        store = _object_store(settings)
+        stored = store.status() if _object_store_in_use(settings, store) else None
         spark_cluster = _spark_cluster(settings)
         spark: dict[str, DaemonStatus] = {}
         if _spark_cluster_in_use(settings, spark_cluster):
@@ -186,6 +231,14 @@ def status(config: ConfigOption = None) -> None:
     if database is not None:
         pid = str(database.pid or "-")
         table.add_row("postgres", _label(database.running, database.answering), pid, database.address, database.note)
+    if stored is not None:
+        table.add_row(
+            "object store",
+            _label(stored.running, stored.answering),
+            str(stored.pid or "-"),
+            stored.address,
+            stored.note,
+        )
     for name, daemon in spark.items():
         table.add_row(
             name, _label(daemon.running, daemon.answering), str(daemon.pid or "-"), daemon.address, daemon.note
@@ -193,7 +246,9 @@ def status(config: ConfigOption = None) -> None:
     console.print(table)
     kafka_down = not all(state.running for state in kafka.values())
     spark_down = settings.spark_cluster.enabled and not all(daemon.running for daemon in spark.values())
-    if kafka_down or spark_down or (settings.dagster_storage == "postgres" and not (database and database.running)):
+    postgres_down = settings.dagster_storage == "postgres" and not (database and database.running)
+    store_down = settings.object_store.server.enabled and not (stored and stored.running)
+    if kafka_down or spark_down or postgres_down or store_down:
         raise typer.Exit(code=3)
 
 

@@ -12,6 +12,7 @@ from benchmarks.cli import bench_app
 from benchmarks.soak_command import soak_command
 from orchestration.cli.backfill import backfill_command
 from orchestration.cli.infra import infra_app, topics_app, ui_command
+from orchestration.cli.k8s import k8s_app
 from orchestration.cli.load import load_app
 from orchestration.cli.status import status_command
 from orchestration.cli.stream import stream_app
@@ -27,6 +28,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(bench_app, name="bench")
 app.add_typer(stream_app, name="stream")
 app.add_typer(load_app, name="load")
+app.add_typer(k8s_app, name="k8s")
 app.command("ui")(ui_command)
 app.command("backfill")(backfill_command)
 app.command("soak")(soak_command)

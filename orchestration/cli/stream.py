@@ -110,7 +110,8 @@ def run(
         # Before the first read of the stream's folder: its pyarrow reaches the store Spark will.
         settings.object_store.export(os.environ)
         refuse_if_held(spec)
-        service = StreamService(build_spark_session(settings, roots=(spec.root,)), spec)
+        session = build_spark_session(settings, roots=(spec.root,))
+        service = StreamService(session, spec, settings.spark.executors)
         signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
 
         def show(observation) -> None:

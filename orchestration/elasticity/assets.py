@@ -88,6 +88,8 @@ def _plan_metadata(plan, plot_path: str, png: bytes) -> dict[str, Any]:
 
 def _cost_metadata(result: RescaleResult) -> dict[str, Any]:
     metadata: dict[str, Any] = {"mode": result.mode, "pause_ms": round(result.pause_ms, 1)}
+    if result.executors is not None:  # executors follow channels: the count the new layout asked for
+        metadata["executors"] = result.executors
     report = result.report
     if report is None:  # answered from the migration's record after a restart: the figures are gone
         return {**metadata, "recovered": result.recovered}

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from orchestration.stack.jvm import JvmLayout
 from orchestration.stack.kafka_broker import KafkaBroker
-from pipelines.settings import EspSettings
+from pipelines.settings import EspSettings, Profile
 
 SETTINGS_ENV = "ESP_CONFIG"
+PROFILE_ENV = "ESP_PROFILE"
 ROOT_ENV = "ESP_PROJECT_ROOT"
 
 
@@ -25,10 +26,12 @@ def find_project_root(start: Path | None = None) -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def load_settings(config: Path | None = None) -> EspSettings:
-    """Settings from --config, else $ESP_CONFIG, else defaults; rooted at the project."""
+def load_settings(config: Path | None = None, profile: Profile | None = None) -> EspSettings:
+    """Settings from --config, else $ESP_CONFIG, else defaults; rooted at the project. The profile:
+    `profile` (a command's --profile), else $ESP_PROFILE, else the file's (`local` by default)."""
     path = config or (Path(os.environ[SETTINGS_ENV]) if os.environ.get(SETTINGS_ENV) else None)
-    settings = EspSettings.load(path)
+    chosen = profile or os.environ.get(PROFILE_ENV) or None
+    settings = EspSettings.load(path, **({"profile": chosen} if chosen else {}))
     if "project_root" not in settings.model_fields_set:
         settings = settings.model_copy(update={"project_root": find_project_root()})
     return settings

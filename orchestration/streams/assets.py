@@ -123,11 +123,12 @@ def make_stream_asset(entry: StreamEntry) -> AssetsDefinition:
         from pipelines.streams.runner import refuse_if_held
         from pipelines.streams.service import StreamService
 
-        spec = stream_spec(esp_settings.load(), entry, **run_options(config))
+        settings = esp_settings.load()
+        spec = stream_spec(settings, entry, **run_options(config))
         refuse_if_held(spec)  # before the Spark session: a second writer fails at once
         if clear_stop_marker(spec.control_dir):
             context.log.info("%s was stopped by hand; this run starts it again", entry.name)
-        service = StreamService(spark.spark_session, spec)
+        service = StreamService(spark.spark_session, spec, settings.spark.executors)
         observations = []
 
         def observe(observation) -> None:

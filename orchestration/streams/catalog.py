@@ -26,6 +26,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from elasticity.state import uris
 from orchestration.elasticity.policy import ElasticityPolicy
 from pipelines.settings import EspSettings
 from pipelines.streams.spec import BUILT_IN_JOBS, StreamSpec
@@ -121,8 +122,9 @@ def entry_policy(entry: StreamEntry, default: ElasticityPolicy) -> ElasticityPol
     return ElasticityPolicy.model_validate({**default.model_dump(), **entry.policy})
 
 
-def stream_root(settings: EspSettings, name: str) -> Path:
-    return settings.run_dir / "streams" / name
+def stream_root(settings: EspSettings, name: str) -> str:
+    """The stream's folder under the settings' streams folder (a local path or an object-store URI)."""
+    return uris.join(settings.streams_folder, name)
 
 
 def stream_spec(settings: EspSettings, entry: StreamEntry, **options: object) -> StreamSpec:

@@ -110,6 +110,9 @@ class RescaleResult(BaseModel):
         None, description="What the migration cost (None when answered from a record after a restart)."
     )
     recovered: bool = Field(False, description="Answered from the migration's record after a restart.")
+    executors: int | None = Field(
+        None, description="Executors asked for the new layout's channels (None: executors do not follow channels)."
+    )
 
     @property
     def committed(self) -> bool:

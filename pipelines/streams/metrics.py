@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -69,6 +70,8 @@ class ChannelMetrics:
     """The recovery time the snapshot policy predicts for this channel after its decision."""
     rejected_records: int = 0
     """Rows the channel's operator rejected (`Context.reject`): the stream keeps them in its late table."""
+    executor: str | None = None
+    """The executor the channel's task ran on (standalone cluster; None elsewhere): where its working set is."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,12 @@ class BatchMetrics:
     """Wall time of the query restart that set a new cap before this batch (None: no restart)."""
     snapshots: list[SnapshotRecord] = field(default_factory=list)
     """Channel snapshots written since the previous batch's record (off the batches' path)."""
+    executors: int | None = None
+    """Executors the application had when the batch ended (None: executors do not follow channels)."""
+    executors_target: int | None = None
+    """Executors asked for the batch's channels (None: executors do not follow channels)."""
+    channels_moved: int | None = None
+    """Channels whose task ran on another executor than in the previous batch (None: unknown)."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -158,6 +167,27 @@ class BatchMetrics:
     @property
     def probe_latencies(self) -> list[float]:
         return [lat for c in self.per_channel for lat in c.probe_latency_ms]
+
+    @property
+    def rebuilt_channels(self) -> int:
+        """Channels whose working set was rebuilt from the durable history in this batch."""
+        return sum(1 for c in self.per_channel if c.rebuild is not None)
+
+    @property
+    def rebuild_bytes(self) -> int:
+        """Snapshot bytes the batch's rebuilds read back: the cost of channels changing place."""
+        return sum(c.rebuild.snapshot_bytes for c in self.per_channel if c.rebuild is not None)
+
+    def served_by_executor(self) -> Counter[str]:
+        """executor id -> the channels it ran in this batch (channels without a known executor left out)."""
+        return Counter(c.executor for c in self.per_channel if c.executor is not None)
+
+    def channels_moved_since(self, previous: BatchMetrics | None) -> int | None:
+        """Channels that ran on another executor than in `previous` (None when either is unknown)."""
+        if previous is None or not previous.served_by_executor() or not self.served_by_executor():
+            return None
+        before = {c.channel: c.executor for c in previous.per_channel if c.executor is not None}
+        return sum(1 for c in self.per_channel if c.channel in before and before[c.channel] != c.executor)
 
 
 class MalformedMetrics(ValueError):

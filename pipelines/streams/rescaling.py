@@ -35,6 +35,8 @@ class BatchBoundaryRescale:
     snapshots: Callable[[], ChannelSnapshots]
     last_metrics: Callable[[], BatchMetrics | None]
     """The stream's last batch's metrics: they carry each channel's key count for the report."""
+    executor_target: Callable[[int], int | None] = lambda channels: None
+    """Executors a layout of so many channels gets (None: executors do not follow channels)."""
 
     def apply_pending(self, batch_id: int) -> RescaleResult | None:
         """Apply the pending request, if any, before batch `batch_id`; its answer (None: no request,
@@ -98,6 +100,7 @@ class BatchBoundaryRescale:
             requested_at=request.requested_at,
             layout=new,
             report=report,
+            executors=self.executor_target(new.n_channels),
         )
         self.control.publish_result(result)
         return result

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,11 +35,13 @@ from elasticity.state import BytesCodec, HistoryBackend, Location, uris
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected
 from pipelines.elastic_stage import StageSpec
+from pipelines.settings import ExecutorScalingSettings
 from pipelines.spark_session import warm_python_workers
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.admission import AdmissionGate, forget_unstarted_batch
 from pipelines.streams.cap_switch import CapSwitch
 from pipelines.streams.control import ControlChannel, RescaleResult
+from pipelines.streams.executors import FollowingExecutors
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
 from pipelines.streams.jobs import BatchPlan, JobLogic, job_logic
 from pipelines.streams.metrics import BatchMetrics, ChannelMetrics
@@ -71,6 +74,7 @@ class ElasticStream:
     spark: SparkSession
     spec: StreamSpec
     on_metrics: Callable[[BatchMetrics], None] | None = None
+    executor_scaling: ExecutorScalingSettings = field(default_factory=ExecutorScalingSettings)
     query: StreamingQuery | None = None
     last_metrics: BatchMetrics | None = None
     _migrator: Migrator | None = None
@@ -114,8 +118,9 @@ class ElasticStream:
         self.stage_calls = StageCalls(self.spark, self.spec, self.registry)
         # The migrator and snapshots are passed as this stream's getters: both are rebuilt under
         # the lease's fence and closed at stop.
+        self.executors = FollowingExecutors.of(self.spark, self.executor_scaling)
         self.rescaling = BatchBoundaryRescale(
-            self.registry, self.control, self.migrator, self.snapshots, lambda: self.last_metrics
+            self.registry, self.control, self.migrator, self.snapshots, lambda: self.last_metrics, self._executor_target
         )
         self.metrics_outlet = MetricsOutlet(self.spec)
 
@@ -283,6 +288,7 @@ class ElasticStream:
         context.rescale = self._apply_pending_rescale(batch_id)
         context.phase_ms["rescale"] = (time.perf_counter() - context.started) * 1000
         context.layout = self.registry.routing_layout()
+        executors_target = self._follow_executors(context.layout)
         # Before the batch writes anything: swap in a compaction staged in the background
         # (quick), then begin staging the next one if due (off this batch's time).
         started = time.perf_counter()
@@ -294,6 +300,7 @@ class ElasticStream:
             metrics = self._run_batch(raw, context)
         finally:
             raw.unpersist()
+        self._note_executors(metrics, executors_target)
         self._plan_snapshots(metrics)
         self.caps.after_batch(metrics)
         self._publish(metrics)
@@ -301,6 +308,29 @@ class ElasticStream:
     def _apply_pending_rescale(self, batch_id: int) -> RescaleResult | None:
         """The horizontal barrier: a pending rescale is applied before the batch routes a record."""
         return self.rescaling.apply_pending(batch_id)
+
+    def _executor_target(self, channels: int) -> int | None:
+        """Executors `channels` channels get (None: executors do not follow channels here)."""
+        return self.executor_scaling.executors_for(channels) if self.executors is not None else None
+
+    def _follow_executors(self, layout: Layout) -> int | None:
+        """Before the batch runs a task: the executors the layout's channels need asked for, the
+        surplus released (those that served the fewest channels last batch); the target asked."""
+        if self.executors is None:
+            return None
+        served = self.last_metrics.served_by_executor() if self.last_metrics is not None else Counter()
+        try:
+            return self.executors.reconcile(layout.n_channels, served).target
+        except Exception:  # executors follow at best effort: the batch runs on those it has
+            log.exception("asking for the executors of %d channels failed", layout.n_channels)
+            return None
+
+    def _note_executors(self, metrics: BatchMetrics, target: int | None) -> None:
+        """Where the channels ran: executors asked and registered, channels that changed executor."""
+        metrics.channels_moved = metrics.channels_moved_since(self.last_metrics)
+        if self.executors is not None:
+            metrics.executors_target = target
+            metrics.executors = len(self.executors.executor_ids())
 
     def _run_batch(self, raw: DataFrame, context: BatchContext) -> BatchMetrics:
         parsed = self.logic.parse(raw)

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from pipelines.kafka_topics import end_offsets
 from pipelines.probes import latency_percentiles
+from pipelines.settings import ExecutorScalingSettings
 from pipelines.streams.metrics import BatchMetrics, consumed_offsets, kafka_lag
 from pipelines.streams.probe_emitter import ProbeEmitter
 from pipelines.streams.runner import ElasticStream
@@ -42,9 +43,16 @@ class Observation:
     """The longest recovery a channel would need now, as its snapshot policy predicts (seed 003)."""
     snapshots_written: int = 0
     """Channel snapshots written in the observation window."""
+    channels_moved: int = 0
+    """Channel tasks that ran on another executor than in their previous batch, in the window."""
+    rebuilt_channels: int = 0
+    """Channel working sets rebuilt from the durable history in the window (a move's cost)."""
+    executors: int | None = None
+    """Executors the stream had at its last batch (None: executors do not follow channels)."""
 
     def as_metadata(self) -> dict[str, float | int]:
-        return {
+        following = {} if self.executors is None else {"executors": self.executors}
+        return following | {
             "batch_id": -1 if self.batch_id is None else self.batch_id,
             "layout_epoch": self.epoch,
             "channels": self.channels,
@@ -60,14 +68,19 @@ class Observation:
             "probe_failures_in_a_row": self.probe_failures_in_a_row,
             "predicted_recovery_s": round(self.predicted_recovery_s, 3),
             "snapshots_written": self.snapshots_written,
+            "channels_moved": self.channels_moved,
+            "rebuilt_channels": self.rebuilt_channels,
         }
 
 
 class StreamService:
     """Owns one ElasticStream and the threads around it."""
 
-    def __init__(self, spark: SparkSession, spec: StreamSpec) -> None:
-        self.stream = ElasticStream(spark, spec, on_metrics=self._record)
+    def __init__(
+        self, spark: SparkSession, spec: StreamSpec, executor_scaling: ExecutorScalingSettings | None = None
+    ) -> None:
+        scaling = executor_scaling or ExecutorScalingSettings()
+        self.stream = ElasticStream(spark, spec, on_metrics=self._record, executor_scaling=scaling)
         self.spec = self.stream.spec
         self._recent: list[BatchMetrics] = []
         self._lock = threading.Lock()
@@ -116,6 +129,9 @@ class StreamService:
             if last
             else 0.0,
             snapshots_written=sum(len(m.snapshots) for m in recent),
+            channels_moved=sum(m.channels_moved or 0 for m in recent),
+            rebuilt_channels=sum(m.rebuilt_channels for m in recent),
+            executors=last.executors if last else None,
         )
 
     def _lag(self, progress: dict | None) -> int:

@@ -169,3 +169,16 @@ def rescale_while_producing(stream, channels: int, bootstrap: str, records: list
     produce(bootstrap, stream.spec.input_topic, records)
     result = control.wait_for_result(request.request_id, timeout_s)
     assert result.status == "committed", result
+
+
+def run_esp(config: Path, *args: str, timeout_s: float = 400) -> subprocess.CompletedProcess:
+    """An esp command with this settings file, its output captured; its tables as wide as their rows
+    (no cell wrapped onto a second line, so a test can find a row's words on one line)."""
+    esp = str(Path(sys.executable).parent / "esp")
+    return subprocess.run(
+        [esp, *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "COLUMNS": "200"},
+    )

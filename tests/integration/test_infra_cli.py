@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests.integration.streams import run_esp as esp
 
-ESP = [str(Path(sys.executable).parent / "esp")]
+pytestmark = pytest.mark.integration
 
 
 def _free_port() -> int:
@@ -33,10 +31,6 @@ def config_file(tmp_path) -> Path:
         )
     )
     return path
-
-
-def esp(config: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*ESP, *args, "--config", str(config)], capture_output=True, text=True, timeout=180)
 
 
 def test_up_status_down_twice_in_a_row(config_file):

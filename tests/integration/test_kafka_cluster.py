@@ -9,17 +9,16 @@ from __future__ import annotations
 import json
 import random
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.streams import run_esp as esp
+
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
-ESP = [str(Path(sys.executable).parent / "esp")]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "orders"
 PORT_STEP = 10
@@ -71,10 +70,6 @@ def cluster(config_file) -> Iterator:
     cluster = KafkaCluster(settings.kafka, settings.run_dir, jvm_layout(settings))
     yield cluster
     cluster.down()
-
-
-def esp(config: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*ESP, *args, "--config", str(config)], capture_output=True, text=True, timeout=400)
 
 
 def _produce(connection, values: range) -> None:

@@ -9,11 +9,8 @@ cluster is open. `make test-cluster` runs it (marker `cluster`); `make test` lea
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,10 +24,12 @@ from tests.integration.streams import (
     start_stream,
     wait_for_checkpoint,
 )
+from tests.integration.streams import (
+    run_esp as esp,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
-ESP = [str(Path(sys.executable).parent / "esp")]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_NAME = "esp-on-the-cluster"
 STREAM = "wc-cluster"
@@ -91,17 +90,6 @@ def settings(config_file) -> Iterator:
     yield settings
     SparkCluster(settings.spark_cluster, settings.run_dir).down()
     kafka_broker(settings).down()
-
-
-def esp(config: Path, *args: str) -> subprocess.CompletedProcess:
-    """An esp command; its tables as wide as their rows (no cell wrapped onto a second line)."""
-    return subprocess.run(
-        [*ESP, *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 def _lines(count: int, offset: int = 0) -> list[str]:
