@@ -21,7 +21,7 @@ help:
 	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
 	@echo "make test-browser  only the real-browser tests of the Dagster UI (Chromium + Playwright; make test runs them too)"
 	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
-	@echo "make test-cluster  the cluster pieces: 3-node Kafka (a node SIGKILLed), Spark standalone (rescale 2-4-2), s3a and file:// roots"
+	@echo "make test-cluster  the cluster profile: both pipelines on 3-node Kafka + Spark standalone + object store, executors following channels 2-4-2, a worker and a broker SIGKILLed; each piece alone"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
 
@@ -77,8 +77,9 @@ test-long: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m long $(PYTEST_ARGS)
 
 # The tests of esp's cluster pieces (3-node KRaft Kafka, Spark standalone cluster, object-store
-# roots), each started in a temporary run folder:
-# kept out of `make test`, which runs the single broker.
+# roots) and of the whole cluster profile (both pipelines, executors following channels, a worker
+# and a broker killed), each started in a temporary run folder: about 15 minutes, so kept out of
+# `make test`, which runs the single broker.
 test-cluster: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m cluster --durations=10 $(PYTEST_ARGS)
 

@@ -354,7 +354,7 @@ def run_rescale_benchmark(
     return {
         "benchmark": "rescale",
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.__dict__.items()},
-        "machine": machine(),
+        "machine": machine(spark),
         "sizes": [s.summary() for s in sizes],
         "details": [{"keys": s.keys, "esp": s.esp, "native": s.native} for s in sizes],
     }

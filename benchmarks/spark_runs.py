@@ -200,10 +200,12 @@ def check_results(spark: SparkSession, results_table: str, bootstrap: str, topic
     return CorrectnessCheck(int(row.expected_keys), int(row.result_keys), int(row.mismatched or 0))
 
 
-def machine() -> dict[str, Any]:
-    """The machine and its load while the benchmark ran (it is shared: say so in results)."""
+def machine(spark: SparkSession | None = None) -> dict[str, Any]:
+    """The machine and its load while the benchmark ran (it is shared: say so in results), and
+    with `spark`, the master both systems ran on (local[*] or a cluster's URL)."""
     load1, load5, load15 = os.getloadavg()
-    return {
+    where = {} if spark is None else {"spark_master": spark.sparkContext.master}
+    return where | {
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),

@@ -211,7 +211,7 @@ def run_throughput_benchmark(
     out = {
         "benchmark": "throughput",
         "options": dict(options.__dict__),
-        "machine": machine(),
+        "machine": machine(spark),
         "topic": topic,
         "elastic_records_per_s": median["esp"]["wall"],
         "native_records_per_s": native["wall"],
