@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 from typing import TYPE_CHECKING
 
@@ -107,8 +106,6 @@ def run(
             admission=admission_options(admission_high, admission_low),
             snapshots=_snapshots(snapshots, max_recovery, snapshot_period),
         )
-        # Before the first read of the stream's folder: its pyarrow reaches the store Spark will.
-        settings.object_store.export(os.environ)
         refuse_if_held(spec)
         session = build_spark_session(settings, roots=(spec.root,))
         service = StreamService(session, spec, settings.spark.executors)
@@ -182,7 +179,6 @@ def rescale(
             else RescaleTarget(op="merge", channel=merge)
         )
         settings = load_settings(config)
-        settings.object_store.export(os.environ)  # a folder on an object store: the endpoint the stream uses
         folder = uris.canonical(root or stream_root(settings, name))
         control = ControlChannel(control_path(folder))
         current = _committed_layout(folder)

@@ -28,10 +28,15 @@ def find_project_root(start: Path | None = None) -> Path:
 
 def load_settings(config: Path | None = None, profile: Profile | None = None) -> EspSettings:
     """Settings from --config, else $ESP_CONFIG, else defaults; rooted at the project. The profile:
-    `profile` (a command's --profile), else $ESP_PROFILE, else the file's (`local` by default)."""
+    `profile` (a command's --profile), else $ESP_PROFILE, else the file's (`local` by default).
+
+    The object store's endpoint, region (and the local server's keys) are exported to this
+    process's AWS variables here, once: every reader of a stream folder on the store (commands,
+    sensors, assets, the processes they start) then reaches the store the streams write to."""
     path = config or (Path(os.environ[SETTINGS_ENV]) if os.environ.get(SETTINGS_ENV) else None)
     chosen = profile or os.environ.get(PROFILE_ENV) or None
     settings = EspSettings.load(path, **({"profile": chosen} if chosen else {}))
+    settings.object_store.export(os.environ)
     if "project_root" not in settings.model_fields_set:
         settings = settings.model_copy(update={"project_root": find_project_root()})
     return settings

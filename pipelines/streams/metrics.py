@@ -122,6 +122,8 @@ class BatchMetrics:
     """Executors asked for the batch's channels (None: executors do not follow channels)."""
     channels_moved: int | None = None
     """Channels whose task ran on another executor than in the previous batch (None: unknown)."""
+    moved_open_ms: float | None = None
+    """Time those moved channels spent getting their working set current there: the moves' cost."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -182,12 +184,12 @@ class BatchMetrics:
         """executor id -> the channels it ran in this batch (channels without a known executor left out)."""
         return Counter(c.executor for c in self.per_channel if c.executor is not None)
 
-    def channels_moved_since(self, previous: BatchMetrics | None) -> int | None:
-        """Channels that ran on another executor than in `previous` (None when either is unknown)."""
+    def moved_since(self, previous: BatchMetrics | None) -> list[ChannelMetrics] | None:
+        """The channels that ran on another executor than in `previous` (None when either is unknown)."""
         if previous is None or not previous.served_by_executor() or not self.served_by_executor():
             return None
         before = {c.channel: c.executor for c in previous.per_channel if c.executor is not None}
-        return sum(1 for c in self.per_channel if c.channel in before and before[c.channel] != c.executor)
+        return [c for c in self.per_channel if c.channel in before and before[c.channel] != c.executor]
 
 
 class MalformedMetrics(ValueError):

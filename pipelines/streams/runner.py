@@ -327,7 +327,10 @@ class ElasticStream:
 
     def _note_executors(self, metrics: BatchMetrics, target: int | None) -> None:
         """Where the channels ran: executors asked and registered, channels that changed executor."""
-        metrics.channels_moved = metrics.channels_moved_since(self.last_metrics)
+        moved = metrics.moved_since(self.last_metrics)
+        if moved is not None:
+            metrics.channels_moved = len(moved)
+            metrics.moved_open_ms = sum(c.open_ms for c in moved)
         if self.executors is not None:
             metrics.executors_target = target
             metrics.executors = len(self.executors.executor_ids())

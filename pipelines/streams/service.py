@@ -47,6 +47,8 @@ class Observation:
     """Channel tasks that ran on another executor than in their previous batch, in the window."""
     rebuilt_channels: int = 0
     """Channel working sets rebuilt from the durable history in the window (a move's cost)."""
+    moved_open_ms: float = 0.0
+    """Time moved channels spent getting their working set current on their new executor, in the window."""
     executors: int | None = None
     """Executors the stream had at its last batch (None: executors do not follow channels)."""
 
@@ -70,6 +72,7 @@ class Observation:
             "snapshots_written": self.snapshots_written,
             "channels_moved": self.channels_moved,
             "rebuilt_channels": self.rebuilt_channels,
+            "moved_open_ms": round(self.moved_open_ms, 1),
         }
 
 
@@ -131,6 +134,7 @@ class StreamService:
             snapshots_written=sum(len(m.snapshots) for m in recent),
             channels_moved=sum(m.channels_moved or 0 for m in recent),
             rebuilt_channels=sum(m.rebuilt_channels for m in recent),
+            moved_open_ms=sum(m.moved_open_ms or 0.0 for m in recent),
             executors=last.executors if last else None,
         )
 

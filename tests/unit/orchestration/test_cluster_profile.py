@@ -12,6 +12,16 @@ from orchestration.stack.project import PROFILE_ENV, load_settings
 from orchestration.streams.catalog import stream_root
 from pipelines.settings import EspSettings
 
+AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+@pytest.fixture(autouse=True)
+def aws_environment(monkeypatch) -> None:
+    """load_settings exports the store's variables: each test starts without them, and they are
+    restored after it (monkeypatch keeps the originals)."""
+    for name in AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
 
 def test_the_cluster_profile_turns_on_every_cluster_piece():
     settings = EspSettings.load(profile="cluster", project_root="/p")
@@ -78,3 +88,20 @@ def test_the_local_servers_keys_reach_only_the_local_server():
     assert "AWS_ACCESS_KEY_ID" not in elsewhere.environment()  # a user's store: their own credentials
     off = EspSettings.load().object_store.access({"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
     assert off.endpoint_url == "http://127.0.0.1:9000" and "AWS_ACCESS_KEY_ID" not in off.environment()
+
+
+def test_loading_the_settings_points_this_process_at_the_profiles_store():
+    """Sensors and `esp status` read stream folders on the store through pyarrow: without the
+    export they asked AWS for the bucket `esp` (the demo on the profile failed so)."""
+    import os
+
+    load_settings(None, "cluster")
+    assert os.environ["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9300"
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "esp-local" and os.environ["AWS_REGION"] == "us-east-1"
+
+
+def test_loading_local_settings_leaves_the_aws_variables_alone():
+    import os
+
+    load_settings(None, "local")
+    assert not any(name in os.environ for name in AWS_VARIABLES)

@@ -63,23 +63,23 @@ def _batch(batch_id: int, executors: dict[int, str | None], rebuilt: set[int] = 
 def test_a_batch_counts_the_channels_that_changed_executor_and_what_their_rebuilds_read():
     before = _batch(1, {0: "0", 1: "0", 2: "1", 3: "1"})
     after = _batch(2, {0: "0", 1: "1", 2: "1", 3: "0"}, rebuilt={1, 3})
-    assert after.channels_moved_since(before) == 2
+    assert [c.channel for c in after.moved_since(before)] == [1, 3]
     assert after.rebuilt_channels == 2 and after.rebuild_bytes == 8192
     assert after.served_by_executor() == Counter({"0": 2, "1": 2})
 
 
 def test_where_channels_ran_is_unknown_without_executors_or_a_previous_batch():
     local = _batch(2, {0: None, 1: None})
-    assert local.channels_moved_since(_batch(1, {0: None, 1: None})) is None
-    assert _batch(2, {0: "0"}).channels_moved_since(None) is None
+    assert local.moved_since(_batch(1, {0: None, 1: None})) is None
+    assert _batch(2, {0: "0"}).moved_since(None) is None
     assert local.served_by_executor() == Counter()
 
 
 def test_the_executor_fields_survive_the_metrics_topic():
     batch = _batch(7, {0: "0", 1: "1"}, rebuilt={1})
-    batch.executors, batch.executors_target, batch.channels_moved = 2, 2, 1
+    batch.executors, batch.executors_target, batch.channels_moved, batch.moved_open_ms = 2, 2, 1, 12.5
     parsed = BatchMetrics.from_json(batch.to_json())
-    assert (parsed.executors, parsed.executors_target, parsed.channels_moved) == (2, 2, 1)
+    assert (parsed.executors, parsed.executors_target, parsed.channels_moved, parsed.moved_open_ms) == (2, 2, 1, 12.5)
     assert [c.executor for c in parsed.per_channel] == ["0", "1"]
     assert parsed.rebuild_bytes == 4096
 
