@@ -6,20 +6,24 @@ observation into an AssetObservation). Stopping is graceful: the running micro-b
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
-from pipelines.kafka_topics import end_offsets
+from pipelines.kafka_topics import UnknownTopicError, end_offsets
 from pipelines.probes import latency_percentiles
 from pipelines.settings import ExecutorScalingSettings
 from pipelines.streams.metrics import BatchMetrics, consumed_offsets, kafka_lag
 from pipelines.streams.probe_emitter import ProbeEmitter
 from pipelines.streams.runner import ElasticStream
 from pipelines.streams.spec import StreamSpec
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class StreamService:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.probes: ProbeEmitter | None = None
+        self._last_lag = 0
 
     def _record(self, metrics: BatchMetrics) -> None:
         with self._lock:
@@ -139,8 +144,15 @@ class StreamService:
         )
 
     def _lag(self, progress: dict | None) -> int:
-        ends = end_offsets(self.spec.kafka, self.spec.input_topic)
-        return sum(kafka_lag(ends, consumed_offsets(progress, self.spec.input_topic)).values())
+        """Records behind the topic's end; the last known figure while the broker cannot say (an
+        observation must never stop the stream: a Kafka node down made it do so once)."""
+        try:
+            ends = end_offsets(self.spec.kafka, self.spec.input_topic)
+        except (KafkaError, OSError, UnknownTopicError) as error:  # a node down, its partitions moving
+            log.warning("lag of %s unknown now (%s); showing the last known %d", self.spec.name, error, self._last_lag)
+            return self._last_lag
+        self._last_lag = sum(kafka_lag(ends, consumed_offsets(progress, self.spec.input_topic)).values())
+        return self._last_lag
 
     def run(
         self, observe_every_s: float, on_observation: Callable[[Observation], None], max_runtime_s: float | None = None

@@ -82,3 +82,22 @@ def test_a_request_without_a_plan_is_planned_by_the_stream_from_its_target(strea
     answer = _apply(stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=0))
     assert answer.status == "committed"
     assert answer.layout == Layout.uniform(2).scale_out(1) == stream.registry.committed()
+
+
+def test_a_committed_rescale_names_the_executors_its_channels_get_when_they_follow(stream):
+    """With executors following channels, the answer (and so the resizing asset's metadata)
+    carries the executor count the new layout asks for; without, none."""
+    from orchestration.elasticity.assets import _cost_metadata
+    from pipelines.settings import ExecutorScalingSettings
+
+    scaling = ExecutorScalingSettings(follow_channels=True, channels_per_executor=2, max_executors=2)
+    stream.executors = object()  # as on a cluster master (the rescale step only asks whether it follows)
+    stream.executor_scaling = scaling
+    answer = _apply(stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=4)))
+    assert answer.status == "committed" and answer.executors == 2
+    assert _cost_metadata(answer)["executors"] == 2
+
+    stream.executors = None  # local[*]: executors do not follow
+    answer = _apply(stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=3)))
+    assert answer.status == "committed" and answer.executors is None
+    assert "executors" not in _cost_metadata(answer)
