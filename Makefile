@@ -78,7 +78,7 @@ test-long: install jars
 
 # The tests of esp's cluster pieces (3-node KRaft Kafka, Spark standalone cluster, object-store
 # roots) and of the whole cluster profile (both pipelines, executors following channels, a worker
-# and a broker killed), each started in a temporary run folder: about 15 minutes, so kept out of
+# and a broker killed), each started in a temporary run folder: about 10 minutes, so kept out of
 # `make test`, which runs the single broker.
 test-cluster: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m cluster --durations=10 $(PYTEST_ARGS)
