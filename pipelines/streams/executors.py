@@ -19,6 +19,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -41,6 +42,7 @@ def _numeric(executor: str) -> int:
     return int(executor) if executor.isdigit() else -1
 
 
+@cache  # a worker's folder is its executor's for the worker's life: read once, not per task
 def worker_executor_id() -> str | None:
     """The executor this Python worker serves, on a standalone cluster (its working folder is
     `<work>/<app id>/<executor id>`); None elsewhere (local mode, other cluster managers)."""

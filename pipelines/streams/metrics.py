@@ -186,9 +186,9 @@ class BatchMetrics:
 
     def moved_since(self, previous: BatchMetrics | None) -> list[ChannelMetrics] | None:
         """The channels that ran on another executor than in `previous` (None when either is unknown)."""
-        if previous is None or not previous.served_by_executor() or not self.served_by_executor():
+        before = {c.channel: c.executor for c in previous.per_channel if c.executor is not None} if previous else {}
+        if not before or not self.served_by_executor():
             return None
-        before = {c.channel: c.executor for c in previous.per_channel if c.executor is not None}
         return [c for c in self.per_channel if c.channel in before and before[c.channel] != c.executor]
 
 
