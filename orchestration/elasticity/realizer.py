@@ -141,16 +141,13 @@ def rescale_offline(
 
     # Held for the whole migration: a stream start meanwhile is refused, naming this process.
     try:
-        lease = acquire(spec.elastic_root, f"offline rescale of {spec.name}")
+        lease = acquire(spec.elastic_root, f"offline rescale of {spec.name}", spec.lease_ttl_s)
     except LeaseHeld as held:
         raise OfflineRefused(f"stream {spec.name} is running or being rescaled: {held}") from None
     try:
-        return _rescale_offline_leased(
-            spec, plan or plan_on_committed(spec, target), reason, lease.fence.check if lease is not None else None
-        )
+        return _rescale_offline_leased(spec, plan or plan_on_committed(spec, target), reason, lease.fence.check)
     finally:
-        if lease is not None:
-            lease.release()
+        lease.release()
 
 
 def _rescale_offline_leased(

@@ -1,9 +1,9 @@
 """Spark on Kubernetes for esp's streams: each stream's driver runs `esp stream run` in a pod.
 
 The driver runs in client mode in the one pod of a StatefulSet, not a Deployment: a stream must
-never have two drivers, and esp's lease does not cover a root on an object store
-(`elasticity.lease`), so the at-most-one pod a StatefulSet guarantees is the guard; a Deployment
-may run two pods of one stream (a rollout, or a replacement while a lost node's pod still runs).
+never have two drivers. esp's lease (`elasticity.lease`, a lease object on the store) refuses a
+second one and fences a deposed one; the at-most-one pod a StatefulSet guarantees keeps a rollout
+or a replacement (while a lost node's pod still runs) from starting a driver only to be refused.
 Its stable pod name makes the driver the owner of its executor pods (they go when it goes), and
 its headless Service gives the executors a stable address for the driver's fixed ports. The
 driver asks the Kubernetes API for executor pods (spark.master

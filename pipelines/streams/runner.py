@@ -147,9 +147,8 @@ class ElasticStream:
     def _take_lease(self) -> None:
         """One writer per stream: LeaseHeld (naming the holder) if another process writes it."""
         if self._lease is None:
-            self._lease = acquire(self.spec.elastic_root, f"stream driver of {self.spec.name}")
-            fence = self._lease.fence if self._lease is not None else None
-            self.stage = dataclasses.replace(self.stage, fence=fence)
+            self._lease = acquire(self.spec.elastic_root, f"stream driver of {self.spec.name}", self.spec.lease_ttl_s)
+            self.stage = dataclasses.replace(self.stage, fence=self._lease.fence)
             self._migrator = None  # rebuilt with the fence
 
     def _release_lease(self) -> None:

@@ -7,6 +7,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from elasticity.admission import AdmissionOptions
+from elasticity.lease import DEFAULT_TTL_S
 from elasticity.snapshots.planner import SnapshotOptions
 from elasticity.state import uris
 from elasticity.state.kinds import StoreKind, describe_store_kinds
@@ -44,6 +45,12 @@ class StreamSpec(BaseModel):
         description="Folder for checkpoint, state, tables, control: a path (made absolute when the spec is built) "
         "or a file://, s3:// or s3a:// URI.",
         validate_default=True,
+    )
+    lease_ttl_s: float = Field(
+        DEFAULT_TTL_S,
+        gt=1,
+        description="Root on an object store: how long a dead driver's lease keeps a successor on another machine "
+        "waiting (renewed every third of it; a driver that died on the successor's machine is replaced at once).",
     )
     channels: int = Field(4, ge=1, le=1024, description="Channels of the elastic stage when the stream first starts.")
     trigger_seconds: float = Field(1.0, gt=0, description="Micro-batch trigger interval.")

@@ -1,5 +1,7 @@
 """One writer per stream, black-box through `esp stream run`: a second driver is refused naming
-the first (before it starts Spark), and a stream start is refused while an offline rescale holds the stream."""
+the first (before it starts Spark), on a local folder and on an object store (the lease object,
+`cluster` marker: the s3a connector's JVM start is slow), and a driver started after the first one
+was SIGKILLed takes over; a stream start is refused while an offline rescale holds the stream."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import time
 
 import pytest
 
-from elasticity.lease import acquire
+from elasticity.lease import acquire, read_holder
 from pipelines.streams.names import checkpoint_path, elastic_path
 from tests.integration.streams import committed_batches, config_for, kill_group, produce, start_stream
 
@@ -20,10 +22,14 @@ def _args(topic: str, root) -> list[str]:
     return ["--name", "one-writer", "--job", "wordcount", "--topic", topic, "--root", str(root), "--channels", "2"]
 
 
-def test_a_second_driver_is_refused_and_the_first_keeps_running(bootstrap, topic_factory, tmp_path):
+@pytest.mark.parametrize("store", ["local", pytest.param("s3a", marks=pytest.mark.cluster)])
+def test_a_second_driver_is_refused_the_first_keeps_running_and_a_successor_takes_over_after_a_sigkill(
+    store, bootstrap, topic_factory, tmp_path, request
+):
     topic = topic_factory("one-writer", partitions=2)
     produce(bootstrap, topic, [f"x y{i % 20}" for i in range(500)])
-    config, root = config_for(tmp_path, bootstrap), tmp_path / "stream"
+    config = config_for(tmp_path, bootstrap)
+    root = tmp_path / "stream" if store == "local" else request.getfixturevalue("s3_root").replace("s3:", "s3a:")
     first = start_stream(config, tmp_path / "first.log", *_args(topic, root), "--trigger", "0.5")
     try:
         deadline = time.monotonic() + 180
@@ -45,6 +51,20 @@ def test_a_second_driver_is_refused_and_the_first_keeps_running(bootstrap, topic
         while committed_batches(checkpoint_path(root)) <= before:
             assert first.poll() is None and time.monotonic() < deadline, "the first driver stopped"
             time.sleep(0.5)
+        token = read_holder(elastic_path(root)).token
+        kill_group(first, signal.SIGKILL)  # its lease is not released: the successor must see it is dead
+        successor = start_stream(config, tmp_path / "successor.log", *_args(topic, root), "--trigger", "0.5")
+        try:
+            produce(bootstrap, topic, [f"later {i}" for i in range(100)])
+            before, deadline = committed_batches(checkpoint_path(root)), time.monotonic() + 180
+            while committed_batches(checkpoint_path(root)) <= before:
+                assert successor.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "successor.log"
+                ).read_text()[-2000:]
+                time.sleep(0.5)
+            assert read_holder(elastic_path(root)).token == token + 1
+        finally:
+            kill_group(successor, signal.SIGKILL)
     finally:
         kill_group(first, signal.SIGKILL)
 
