@@ -7,12 +7,13 @@ BIN := $(VENV)/bin
 ESP := $(BIN)/esp
 STAMP := $(VENV)/.installed
 JARS_STAMP := .esp/jars/.resolved
+S3A_JARS_STAMP := .esp/jars/.resolved-s3a
 PYTEST_ARGS ?=
 
 export GX_ANALYTICS_ENABLED := false
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install jars chromium lint test test-unit test-integration test-long test-browser test-cluster soak endurance demo demo-stop ui clean help
+.PHONY: install jars jars-s3a chromium lint test test-unit test-integration test-long test-browser test-cluster soak endurance demo demo-stop ui clean help
 
 help:
 	@echo "make demo   install, start Kafka + Dagster + the word-count stream under load, print the UI address"
@@ -36,13 +37,20 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 
 install: $(STAMP)
 
-$(JARS_STAMP): infra/jvm/pom.xml infra/jvm/kafka-broker/pom.xml infra/jvm/spark-kafka/pom.xml infra/jvm/spark-s3a/pom.xml | $(STAMP)
+$(JARS_STAMP): infra/jvm/pom.xml infra/jvm/kafka-broker/pom.xml infra/jvm/spark-kafka/pom.xml | $(STAMP)
 	@command -v java >/dev/null 2>&1 || { echo "error: java not found; install a Java 17 JDK (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	@command -v mvn >/dev/null 2>&1 || { echo "error: mvn not found; install Apache Maven (apt-get install maven)"; exit 1; }
 	$(ESP) infra jars --force
 	@touch $@
 
 jars: $(JARS_STAMP)
+
+# Hadoop's s3a connector (~690 MB) only for stream folders on an object store: the cluster profile's tests.
+$(S3A_JARS_STAMP): infra/jvm/pom.xml infra/jvm/spark-s3a/pom.xml | $(JARS_STAMP)
+	rm -rf .esp/jars/spark-s3a && $(ESP) infra jars --object-store
+	@touch $@
+
+jars-s3a: $(S3A_JARS_STAMP)
 
 # The browser tests drive Debian's Chromium: Playwright from PyPI cannot download its own browser here.
 # Nothing to do (and quick) when a chromium is on the PATH; installed as root, or through sudo.
@@ -80,7 +88,7 @@ test-long: install jars
 # roots) and of the whole cluster profile (both pipelines, executors following channels, a worker
 # and a broker killed), each started in a temporary run folder: about 10 minutes, so kept out of
 # `make test`, which runs the single broker.
-test-cluster: install jars
+test-cluster: install jars-s3a
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m cluster --durations=10 $(PYTEST_ARGS)
 
 # The long soak: not part of `make test` (a 90-second one is); SOAK_MINUTES and SOAK_SEED override.

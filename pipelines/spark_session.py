@@ -27,24 +27,32 @@ class MissingJarsError(RuntimeError):
     """The Maven-resolved connector jars are not where the settings say."""
 
 
-def _jar_group(jars_dir: Path, group: str, marker: str, missing: str) -> list[Path]:
+def _jar_group(jars_dir: Path, group: str, marker: str, missing: str, resolve: str) -> list[Path]:
     """The jars infra/jvm resolved into `jars_dir/group`; MissingJarsError saying `missing` and
-    what to run when none is named `marker*`."""
+    the command that resolves them (`resolve`) when none is named `marker*`."""
     folder = jars_dir / group
     jars = sorted(folder.glob("*.jar"))
     if not any(j.name.startswith(marker) for j in jars):
-        raise MissingJarsError(f"{missing} is missing from {folder}; run `esp infra jars` (or `make jars`) first")
+        raise MissingJarsError(f"{missing} is missing from {folder}; run {resolve} first")
     return jars
 
 
 def connector_jars(jars_dir: Path) -> list[Path]:
     """The Spark-Kafka connector jars resolved by infra/jvm into `jars_dir/spark-kafka`."""
-    return _jar_group(jars_dir, "spark-kafka", "spark-sql-kafka", "Spark's Kafka connector")
+    return _jar_group(
+        jars_dir, "spark-kafka", "spark-sql-kafka", "Spark's Kafka connector", "`esp infra jars` (or `make jars`)"
+    )
 
 
 def s3a_jars(jars_dir: Path) -> list[Path]:
     """Hadoop's s3a connector and the AWS SDK bundle, resolved by infra/jvm into `jars_dir/spark-s3a`."""
-    return _jar_group(jars_dir, "spark-s3a", "hadoop-aws-", "Hadoop's s3a connector (for a stream folder on S3)")
+    return _jar_group(
+        jars_dir,
+        "spark-s3a",
+        "hadoop-aws-",
+        "Hadoop's s3a connector (for a stream folder on S3)",
+        "`esp infra jars --object-store` (or `make jars-s3a`)",
+    )
 
 
 def object_store_conf(access: ObjectStoreAccess, jars: list[Path]) -> dict[str, str]:

@@ -42,6 +42,16 @@ def spark(esp_settings):
 
 
 @pytest.fixture(scope="session")
+def s3a_jars(esp_settings) -> None:
+    """Hadoop's s3a connector, for streams whose folder is on the object store (resolved once,
+    when missing: `make test` does not need it)."""
+    from orchestration.stack.jvm import ensure_jars
+    from orchestration.stack.project import jvm_layout
+
+    ensure_jars(jvm_layout(esp_settings), object_store=True)
+
+
+@pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory, esp_settings):
     """A real KRaft broker started for this test run and stopped after it."""
     from orchestration.stack.jvm import ensure_jars

@@ -40,15 +40,23 @@ topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 
 
 @infra_app.command("jars")
-def jars(config: ConfigOption = None, force: bool = typer.Option(False, help="Resolve again even if present.")) -> None:
-    """Resolve the Kafka broker, Spark Kafka connector and s3a jars from Maven Central (no-op when present)."""
+def jars(
+    config: ConfigOption = None,
+    force: bool = typer.Option(False, help="Resolve again even if present."),
+    object_store: bool = typer.Option(
+        False, help="Also Hadoop's s3a connector (~690 MB), for stream folders on an object store."
+    ),
+) -> None:
+    """Resolve the Kafka broker and Spark Kafka connector jars from Maven Central (no-op when
+    present); the s3a connector too with --object-store, or when the settings put streams on one."""
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.project import jvm_layout, load_settings
 
     with friendly_errors():
-        layout = jvm_layout(load_settings(config))
+        settings = load_settings(config)
+        layout = jvm_layout(settings)
         with console.status("resolving jars with Maven…"):
-            ran = ensure_jars(layout, force=force)
+            ran = ensure_jars(layout, force=force, object_store=object_store or _needs_s3a(settings))
         console.print(f"jars {'resolved' if ran else 'already present'} in {layout.jars_dir}")
 
 
@@ -69,7 +77,7 @@ def up(config: ConfigOption = None, profile: ProfileOption = None) -> None:
             _postgres_up(settings)
         if settings.object_store.server.enabled:
             _object_store_up(settings)
-        ensure_jars(jvm_layout(settings))
+        ensure_jars(jvm_layout(settings), object_store=_needs_s3a(settings))
         if settings.kafka.nodes > 1:
             _kafka_cluster_up(settings)
         else:
@@ -78,6 +86,13 @@ def up(config: ConfigOption = None, profile: ProfileOption = None) -> None:
                 console.print(f"[green]Kafka is up[/] on {status.bootstrap_servers} (pid {status.pid})")
         if settings.spark_cluster.enabled:
             _spark_cluster_up(settings)
+
+
+def _needs_s3a(settings: EspSettings) -> bool:
+    """Streams whose folders are on an object store: Spark reaches them through the s3a jars."""
+    from elasticity.state import uris
+
+    return settings.object_store.server.enabled or not uris.is_local(settings.streams_folder)
 
 
 def _profile(name: str | None) -> Profile | None:

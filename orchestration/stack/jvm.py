@@ -9,7 +9,14 @@ from pathlib import Path
 
 from orchestration.stack.errors import StackError, ToolMissingError
 
-JAR_GROUPS = ("kafka", "spark-kafka", "spark-s3a")
+CORE_GROUPS = ("kafka", "spark-kafka")
+"""What every stack needs: the broker and Spark's Kafka connector."""
+OBJECT_STORE_GROUP = "spark-s3a"
+"""Hadoop's s3a connector and the AWS SDK bundle (~690 MB): only for stream folders on an object
+store, so resolved only when asked (`esp infra jars --object-store`, `esp infra up` with the
+object store or the streams' folder on one)."""
+_MODULES = {"kafka": "kafka-broker", "spark-kafka": "spark-kafka", OBJECT_STORE_GROUP: "spark-s3a"}
+"""The pom module (infra/jvm/<module>) that resolves each group."""
 
 
 @dataclass(frozen=True)
@@ -39,17 +46,25 @@ def require_tool(name: str, install_hint: str) -> str:
     return found
 
 
-def jars_present(layout: JvmLayout) -> bool:
-    return all(any(layout.group_dir(g).glob("*.jar")) for g in JAR_GROUPS)
+def jar_groups(object_store: bool) -> tuple[str, ...]:
+    """The groups a stack needs: the core ones, and the s3a connector for an object store."""
+    return CORE_GROUPS + ((OBJECT_STORE_GROUP,) if object_store else ())
 
 
-def ensure_jars(layout: JvmLayout, force: bool = False) -> bool:
-    """Resolve the jars unless already there; returns True when Maven ran."""
+def jars_present(layout: JvmLayout, groups: tuple[str, ...] = CORE_GROUPS) -> bool:
+    return all(any(layout.group_dir(g).glob("*.jar")) for g in groups)
+
+
+def ensure_jars(layout: JvmLayout, force: bool = False, object_store: bool = False) -> bool:
+    """Resolve the core jars (and the s3a ones with `object_store`) unless already there; `force`
+    resolves them again. True when Maven ran."""
     require_tool("java", "a Java 17+ JDK (e.g. `apt-get install openjdk-17-jdk-headless`)")
-    if jars_present(layout) and not force:
+    wanted = jar_groups(object_store)
+    missing = wanted if force else tuple(g for g in wanted if not jars_present(layout, (g,)))
+    if not missing:
         return False
     mvn = require_tool("mvn", "Apache Maven (e.g. `apt-get install maven`)")
-    for group in JAR_GROUPS:
+    for group in missing:
         # Maven only adds jars: a version the pom no longer names would stay on the classpath.
         shutil.rmtree(layout.group_dir(group), ignore_errors=True)
     command = [
@@ -61,13 +76,15 @@ def ensure_jars(layout: JvmLayout, force: bool = False) -> bool:
         "-f",
         str(layout.pom),
         "package",
+        "-pl",
+        ",".join(_MODULES[g] for g in missing),
         f"-Djars.dir={layout.jars_dir}",
     ]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
         raise StackError(f"Maven could not resolve esp's jars (exit {result.returncode}):\n{tail}")
-    if not jars_present(layout):
+    if not jars_present(layout, missing):
         raise StackError(f"Maven finished but no jars appeared under {layout.jars_dir}")
     return True
 

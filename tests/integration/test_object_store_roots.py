@@ -95,7 +95,7 @@ def _settings_file(tmp_path: Path, bootstrap: str, name: str, **extra: object) -
 
 
 @pytest.fixture
-def object_store_root(s3_root):
+def object_store_root(s3_root, s3a_jars):
     """`s3a://<bucket>/stream/wc`; the stream's local RocksDB working sets (in this machine's cache
     folder of the bucket) are removed afterwards."""
     root = "s3a" + s3_root.removeprefix("s3") + "/wc"

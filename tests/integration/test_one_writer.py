@@ -29,6 +29,8 @@ def test_a_second_driver_is_refused_the_first_keeps_running_and_a_successor_take
     topic = topic_factory("one-writer", partitions=2)
     produce(bootstrap, topic, [f"x y{i % 20}" for i in range(500)])
     config = config_for(tmp_path, bootstrap)
+    if store == "s3a":
+        request.getfixturevalue("s3a_jars")
     root = tmp_path / "stream" if store == "local" else request.getfixturevalue("s3_root").replace("s3:", "s3a:")
     first = start_stream(config, tmp_path / "first.log", *_args(topic, root), "--trigger", "0.5")
     try:
