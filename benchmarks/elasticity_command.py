@@ -4,9 +4,10 @@ One run on the real broker and a real Spark stream (`esp stream run` in its own 
 its keyed stage I/O-bound at `--service-ms` per record, Spark with one task slot per channel):
 
 1. elastic phase: the load generator plays the (time-compressed) trace while a driver runs the
-   elasticity sensor's own tick (`tick.decide_tick`: collector -> detectors -> controller) every
-   `--interval` seconds and realizes each decision with the resizing asset's own online path
-   (`realizer.rescale_online`: a request the stream applies at its next batch boundary);
+   elasticity sensor's own tick (`tick.decide_tick`: one `ElasticLoop` tick, collector ->
+   detectors -> controller -> realizer) every `--interval` seconds; its realizer carries each
+   decision out with the resizing asset's own online path (`realizer.rescale_online`: a request
+   the stream applies at its next batch boundary);
 2. static phase, same stream: for rising channel counts, rescale to N and hold the peak rate
    for `--static-seconds`; the best static count is the fewest channels that meet the SLO
    target at the peak (the peak is what a static choice must survive);
@@ -111,39 +112,44 @@ def _wait_for_first_batch(spec, process: subprocess.Popen, timeout_s: float = 30
 
 
 def _control_loop(spec, policy, stop: threading.Event, started: float, log: ControlLog) -> None:
-    """The sensor's tick every sample period; decisions realized online, one at a time."""
+    """The sensor's tick every sample period, its decisions realized online, one at a time; a
+    rescale that fails is recorded and the loop goes on (deciding again at its next tick)."""
     from orchestration.elasticity.collector import KafkaStreamSource
-    from orchestration.elasticity.realizer import rescale_online
     from orchestration.elasticity.tick import decide_tick
 
     source = KafkaStreamSource(spec, policy.metrics_limit)
     cursor: str | None = None
     while not stop.wait(policy.sample_period_s):
-        outcome = decide_tick(cursor, source.read(time.time()), policy)
-        cursor = outcome.cursor
         at = time.time() - started
-        log.ticks.append(
-            {
-                "time_s": round(at, 2),
-                "skip": outcome.skip_reason,
-                "rule": outcome.decision.rule if outcome.decision else None,
-            }
-        )
-        if outcome.is_rescale:
-            decision = outcome.decision.model_copy(update={"time_s": at})
-            log.decisions.append(decision)
-            try:
-                result = rescale_online(
-                    spec, outcome.target, f"{decision.reason} [{decision.rule}]", policy.rescale_timeout_s
-                )
-                answer = result.model_dump(mode="json", exclude={"layout"})
-            except (
-                TimeoutError,
-                RuntimeError,
-                ValueError,
-            ) as error:  # recorded; the loop goes on like the sensor would
-                answer = {"status": "failed", "error": str(error)}
-            log.results.append({"time_s": round(at, 2), **answer})
+        try:
+            outcome = decide_tick(cursor, source.read(time.time()), policy, _online_rescale(spec, policy, log, at))
+        except RESCALE_FAILURES as error:  # the loop kept its state: as the sensor would, go on
+            log.ticks.append({"time_s": round(at, 2), "skip": f"the rescale failed: {error}", "rule": None})
+            continue
+        cursor = outcome.cursor
+        rule = outcome.decision.rule if outcome.decision else None
+        log.ticks.append({"time_s": round(at, 2), "skip": outcome.skip_reason, "rule": rule})
+
+
+RESCALE_FAILURES = (TimeoutError, RuntimeError, ValueError)
+"""What an online rescale raises when it does not commit (a timeout, a refused or failed request)."""
+
+
+def _online_rescale(spec, policy, log: ControlLog, at: float):
+    """The benchmark's realizer hand-on: rescale the running stream online (the resizing asset's
+    call), recording the decision and the result (or the failure, then raised to the loop)."""
+    from orchestration.elasticity.realizer import rescale_online
+
+    def rescale(decision, target) -> None:
+        log.decisions.append(decision.model_copy(update={"time_s": at}))
+        try:
+            result = rescale_online(spec, target, f"{decision.reason} [{decision.rule}]", policy.rescale_timeout_s)
+        except RESCALE_FAILURES as error:
+            log.results.append({"time_s": round(at, 2), "status": "failed", "error": str(error)})
+            raise
+        log.results.append({"time_s": round(at, 2), **result.model_dump(mode="json", exclude={"layout"})})
+
+    return rescale
 
 
 def _load(spec_kwargs: dict[str, Any], bootstrap: KafkaConnection | str, on_progress=None):

@@ -1,9 +1,9 @@
 """The elastic control loop: detectors, SASO controller with levels, loop, clock, simulation.
 
-Pure Python (numpy + pydantic). A Dagster sensor builds `ControlOptions` from run config, keeps
-a `LoopState` JSON in its cursor and calls `control_step(options, state, snapshot, now_s)` once
-per evaluation; `ElasticLoop` wires a `MetricsCollector`, the controller and a `Realizer` for
-long-running use; `simulation` drives the same loop on a queueing model for benchmarks.
+Pure Python (numpy + pydantic). `ElasticLoop` wires a `MetricsCollector`, the controller and a
+`Realizer`; it is the one loop: the Dagster sensor runs it once per evaluation, restored from the
+`LoopState` JSON in its cursor, the real-stack benchmark likewise, and `simulation` drives it on a
+queueing model.
 `elasticity.control.asstream` is As-Stream (seed 002) for multi-stage jobs: bottleneck levels,
 Eq. 9 plans and the Eq. 10–11 prediction behind pre-scaling.
 """
@@ -26,7 +26,6 @@ from elasticity.control.loop import (
     MetricsCollector,
     Realizer,
     RecordingRealizer,
-    control_step,
 )
 from elasticity.control.options import (
     CongestionOptions,
@@ -66,7 +65,6 @@ __all__ = [
     "SteadyInput",
     "SystemClock",
     "UnderloadOptions",
-    "control_step",
     "evaluate",
     "level_sequence",
 ]

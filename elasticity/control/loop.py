@@ -4,8 +4,8 @@ Integrations plug in behind two small protocols: a `MetricsCollector` returns on
 `MetricsSnapshot` per sampling period, a `Realizer` applies a rescale `Decision` (the Dagster
 sensor's realizer requests a rescale run; the simulation's changes its queueing model; tests use
 `RecordingRealizer`). The loop's whole memory is a `LoopState` (detector windows + controller
-state) that serializes to JSON, so a Dagster sensor can keep it in its cursor and call
-`control_step` once per evaluation without holding any object between ticks.
+state) that serializes to JSON, so a Dagster sensor keeps it in its cursor and runs one loop,
+restored from it, per evaluation (`orchestration.elasticity.tick`), holding no object between ticks.
 """
 
 from __future__ import annotations
@@ -69,15 +69,6 @@ class LoopState:
         windows_data = data.get("windows")
         windows = None if windows_data is None else SignalWindows.from_dict(windows_data, options)
         return cls(controller=ControllerState.model_validate(data["controller"]), windows=windows)
-
-
-def control_step(
-    options: ControlOptions, state: LoopState, snapshot: MetricsSnapshot, now_s: float
-) -> tuple[LoopState, Evaluation, Decision]:
-    """Evaluate and decide for one snapshot, purely: the caller realizes the decision."""
-    windows, evaluation = evaluate(state.windows, snapshot, options)
-    controller_state, decision = ScalingController(options.controller).decide(state.controller, evaluation, now_s)
-    return LoopState(controller_state, windows), evaluation, decision
 
 
 class ElasticLoop:

@@ -6,7 +6,7 @@ import pytest
 
 from elasticity.control.clock import ManualClock, SystemClock
 from elasticity.control.decision import Decision
-from elasticity.control.loop import ElasticLoop, LoopState, RecordingRealizer, control_step
+from elasticity.control.loop import ElasticLoop, LoopState, RecordingRealizer
 from elasticity.control.options import ControllerOptions, ControlOptions
 from tests.fakes.control import ScriptedCollector, make_snapshot
 
@@ -85,13 +85,28 @@ def test_state_saved_as_json_mid_run_gives_the_same_decisions_as_an_uninterrupte
     assert [(d.action, d.to_channels, d.rule) for d in got] == [(d.action, d.to_channels, d.rule) for d in expected]
 
 
-def test_control_step_is_the_pure_form_for_a_sensor():
+class OneSnapshot:
+    """A collector that returns the snapshot it was given (a sensor's tick reads one)."""
+
+    def __init__(self, snapshot) -> None:
+        self.snapshot = snapshot
+
+    def collect(self, now_s: float):
+        return self.snapshot
+
+
+def sensor_tick(options, state: LoopState, snapshot, now_s: float):
+    """What a Dagster sensor does per evaluation: a loop restored from its cursor, one tick."""
+    loop = ElasticLoop(options, OneSnapshot(snapshot), RecordingRealizer(), ManualClock(now_s), state)
+    decision = loop.tick()
+    return loop.state, loop.last_evaluation, decision
+
+
+def test_a_loop_restored_from_its_cursor_every_tick_decides_as_a_long_running_one():
     state = LoopState.from_json(None, OPTIONS)
     decisions = []
     for t, snapshot in enumerate(congested_script()):
-        state, evaluation, decision = control_step(
-            OPTIONS, LoopState.from_json(state.to_json(), OPTIONS), snapshot, float(t)
-        )
+        state, evaluation, decision = sensor_tick(OPTIONS, LoopState.from_json(state.to_json(), OPTIONS), snapshot, t)
         decisions.append(decision)
     assert evaluation.channels == 4
     assert [t for t, d in enumerate(decisions) if d.action == "scale_out"] == [2]
@@ -114,7 +129,7 @@ def test_a_load_that_falls_while_a_scale_out_settles_is_scaled_back_in():
     for snapshot in one + drain + low:
         if rescales and snapshot.layout_epoch == 0:
             continue  # the scale-out happened: the stream moves on to 2 channels
-        state, _, decision = control_step(options, state, snapshot, snapshot.time_s)
+        state, _, decision = sensor_tick(options, state, snapshot, snapshot.time_s)
         if decision.is_rescale:
             rescales.append((decision.action, decision.from_channels, decision.to_channels))
     # (The script stays at 2 channels after the scale-in, so only the first two count.)
@@ -157,7 +172,7 @@ def test_the_pause_of_a_scale_out_is_not_read_as_a_scale_out_that_lost_throughpu
     state = LoopState.from_json(None, options)
     decisions = []
     for snapshot in before + paused + drain:
-        state, evaluation, decision = control_step(options, state, snapshot, snapshot.time_s)
+        state, evaluation, decision = sensor_tick(options, state, snapshot, snapshot.time_s)
         decisions.append(decision)
     assert [(d.action, d.to_channels) for d in decisions if d.is_rescale] == [("scale_out", 16)]
     # t=3..7 paused, t=8 resumed (holds the pause's end), t=9..13 settle (1 x the 5 s pause).
