@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from elasticity.lease.holder import LEASE_FILE, Holder
 from elasticity.lease.objects import LeaseObjects
+from elasticity.state.files import Location
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,16 @@ def lease_object(root: str) -> tuple[str, str]:
 
 
 def read_store_record(root: str, objects: LeaseObjects | None = None) -> LeaseRecord | None:
-    """The lease object's record (None: no lease object, or not a record)."""
-    found = (objects or LeaseObjects()).read(*lease_object(root))
-    return LeaseRecord.decode(found.data) if found is not None else None
+    """The lease object's record (None: no lease object, or not a record). Read with `objects`
+    when given, else through the state layer's pyarrow filesystem: the fence reads it before every
+    commit in the executors' Python workers, which have pyarrow loaded, and importing boto3 there
+    would cost each fresh worker ~1 s."""
+    if objects is not None:
+        found = objects.read(*lease_object(root))
+        data = found.data if found is not None else None
+    else:
+        data = Location.of(root).read_document(LEASE_FILE)
+    return LeaseRecord.decode(data) if data is not None else None
 
 
 def _process_exists(pid: int) -> bool:

@@ -137,3 +137,22 @@ def test_of_writers_racing_for_the_lease_exactly_one_wins(s3_root):
     finally:
         for racer in racers:
             _kill(racer)
+
+
+def test_the_fence_reads_the_lease_without_boto3(s3_root):
+    """An executor's Python worker checks the fence before every commit: through pyarrow, which
+    it has loaded, not boto3, whose import costs a fresh worker about a second."""
+    lease = acquire(s3_root, "driver")
+    try:
+        check = textwrap.dedent(
+            f"""
+            import sys
+            from elasticity.lease import Fence
+            Fence({s3_root!r}, {lease.holder.token}).check()
+            print("boto3" in sys.modules)
+            """
+        )
+        answer = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+        assert answer.stdout.strip() == "False"
+    finally:
+        lease.release()
