@@ -11,11 +11,14 @@ A second writer gets `LeaseHeld`, naming the holder (host, pid, since).
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
 from elasticity.lease.fence import Fence, Lease, read_holder
-from elasticity.lease.holder import LEASE_FILE, FencedOut, Holder, LeaseHeld
-from elasticity.lease.local import acquire_local, ensure_free_local
+from elasticity.lease.holder import LEASE_FILE, FencedOut, Holder, LeaseHeld, read_local_holder
+from elasticity.lease.local import acquire_local, ensure_free_local, lock_is_held
+from elasticity.lease.record import process_exists, read_store_record
 from elasticity.lease.store import DEFAULT_TTL_S, acquire_on_store, ensure_free_on_store
 from elasticity.state import uris
 
@@ -29,6 +32,7 @@ __all__ = [
     "LeaseHeld",
     "acquire",
     "ensure_free",
+    "live_holder",
     "read_holder",
 ]
 
@@ -50,3 +54,20 @@ def ensure_free(root: str) -> None:
         ensure_free_local(Path(uris.local_path(root)))
     else:
         ensure_free_on_store(root)
+
+
+def live_holder(root: str) -> Holder | None:
+    """Who writes the stage now, read without taking its lease (for display; `acquire` decides):
+    on a local folder the recorded holder while the lock is held (or, where the kernel does not
+    list its locks, while the holder's process exists), on an object store the holder of a live
+    lease."""
+    here = socket.gethostname()
+    if uris.is_local(root):
+        folder = Path(uris.local_path(root))
+        holder = read_local_holder(folder)
+        held = lock_is_held(folder)
+        if held is None:
+            held = holder is not None and (holder.host != here or process_exists(holder.pid))
+        return holder if held else None
+    record = read_store_record(root)
+    return record.holder if record is not None and record.live(time.time(), here) else None

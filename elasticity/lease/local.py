@@ -51,6 +51,23 @@ def ensure_free_local(folder: Path) -> None:
     lock.close()
 
 
+def lock_is_held(folder: Path) -> bool | None:
+    """Whether a process holds the folder's lease lock now, read from Linux's `/proc/locks`
+    without taking it (taking it, even for a moment, could refuse a driver starting meanwhile);
+    None where the kernel does not say."""
+    try:
+        stat = (folder / LOCK_FILE).stat()
+    except FileNotFoundError:
+        return False
+    # A lock's line: `1: FLOCK  ADVISORY  WRITE <pid> <major hex>:<minor hex>:<inode> 0 EOF`.
+    device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    return any(line.split()[1:2] == ["FLOCK"] and device in line.split() for line in table.splitlines())
+
+
 def _lock_or_refuse(folder: Path) -> IO[bytes]:
     """The stage's lock file, exclusively locked; LeaseHeld naming the holder if it is taken."""
     folder.mkdir(parents=True, exist_ok=True)

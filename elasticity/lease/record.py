@@ -38,7 +38,7 @@ class LeaseRecord:
         """Held: not given up, not expired, and not a holder of this machine that is gone."""
         if self.released or self.expires <= now:
             return False
-        return self.holder.host != host or _process_exists(self.holder.pid)
+        return self.holder.host != host or process_exists(self.holder.pid)
 
     def detail(self, now: float) -> str:
         return f"; its lease expires in {max(0.0, self.expires - now):.0f} s unless renewed"
@@ -63,7 +63,8 @@ def read_store_record(root: str, objects: LeaseObjects | None = None) -> LeaseRe
     return LeaseRecord.decode(data) if data is not None else None
 
 
-def _process_exists(pid: int) -> bool:
+def process_exists(pid: int) -> bool:
+    """A process with this pid exists on this machine (someone else's included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

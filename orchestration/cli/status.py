@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ def _read_all(settings, names: list[str] | None, previous: dict[str, OffsetSampl
     from orchestration.elasticity.decisions import read_decision
     from orchestration.elasticity.policy import ElasticityPolicy, PolicyFileError, load_policy
     from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S
-    from orchestration.elasticity.status import StreamStatus, read_status
+    from orchestration.elasticity.status import StreamStatus, driver_of, read_status
     from orchestration.streams.catalog import catalog_streams, entry_policy, stream_spec
 
     default = ElasticityPolicy(sample_period_s=float(DEFAULT_INTERVAL_S))
@@ -45,7 +46,7 @@ def _read_all(settings, names: list[str] | None, previous: dict[str, OffsetSampl
             )
         except (KafkaError, OSError) as error:
             status = StreamStatus(entry.name, policy.slo_s * 1000, decision=decision, problem=f"Kafka: {error}")
-        statuses.append(status)
+        statuses.append(dataclasses.replace(status, driver=driver_of(spec.elastic_root)))
     return statuses
 
 

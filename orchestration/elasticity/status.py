@@ -2,7 +2,8 @@
 
 `read_status` takes one reading of a stream (its metrics topic and Kafka offsets, through a
 `StreamSource`: the real `KafkaStreamSource` or a test's fake), its effective policy and the
-sensor's last decision (`decisions.py`), and returns a `StreamStatus`; `render_status` draws
+sensor's last decision (`decisions.py`), and returns a `StreamStatus`; `driver_of` names the
+process that writes the stream (its lease's live holder); `render_status` draws
 the rows as a rich table. The CLI (`orchestration.cli.status`) refreshes it live.
 """
 
@@ -34,6 +35,8 @@ class StreamStatus:
     p99_ms: float | None = None
     decision: DecisionRecord | None = None
     problem: str | None = None
+    driver: str | None = None
+    """Who writes the stream (its lease's live holder: pid and host); None when nobody does."""
 
 
 def read_status(
@@ -63,6 +66,18 @@ def read_status(
         }
     )
     return status, collected.offsets
+
+
+def driver_of(elastic_root: str) -> str | None:
+    """The live holder of the stream's lease as `pid N on HOST` (None: nobody writes it); the
+    lease is only read, never taken, so a stream starting meanwhile is not disturbed."""
+    from elasticity.lease import live_holder
+
+    try:
+        holder = live_holder(elastic_root)
+    except OSError as error:  # an object store that does not answer
+        return f"unknown ({error})"
+    return None if holder is None else f"pid {holder.pid} on {holder.host}"
 
 
 def _number(value: float | None, unit: str = "") -> str:
@@ -98,6 +113,7 @@ def render_status(statuses: Sequence[StreamStatus], now_s: float | None = None) 
     now = time.time() if now_s is None else now_s
     table = Table(title=f"esp streams at {time.strftime('%H:%M:%S', time.localtime(now))}", expand=True)
     table.add_column("stream", style="bold")
+    table.add_column("driver")
     table.add_column("channels", justify="right")
     table.add_column("in rec/s", justify="right")
     table.add_column("out rec/s", justify="right")
@@ -108,6 +124,7 @@ def render_status(statuses: Sequence[StreamStatus], now_s: float | None = None) 
         channels = "–" if status.channels is None else f"{status.channels} (e{status.epoch})"
         table.add_row(
             status.name,
+            Text(status.driver) if status.driver is not None else Text("none", style="dim"),
             channels,
             _number(status.input_rps),
             _number(status.processed_rps),

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from elasticity.layout import Layout
-from elasticity.lease import LEASE_FILE, FencedOut, LeaseHeld, acquire, ensure_free, read_holder
+from elasticity.lease import LEASE_FILE, FencedOut, LeaseHeld, acquire, ensure_free, live_holder, read_holder
 from elasticity.migration import LayoutRegistry, Migrator
 from elasticity.state import Int64Codec, Location, MemoryBackend
 
@@ -104,3 +104,26 @@ def test_a_corrupt_lease_file_is_taken_as_no_holder(tmp_path):
     lease = acquire(str(tmp_path), "after corruption")
     assert lease is not None and lease.holder.token == 1
     lease.release()
+
+
+def test_the_live_holder_is_the_recorded_one_while_its_process_exists(tmp_path):
+    assert live_holder(str(tmp_path)) is None  # never leased
+    process, token = _holder_process(tmp_path)
+    try:
+        holder = live_holder(str(tmp_path))
+        assert holder is not None and holder.pid == process.pid and holder.token == token
+        lease = None
+        with pytest.raises(LeaseHeld):  # looking took nothing: the lease is still the holder's
+            lease = acquire(str(tmp_path), "second")
+        assert lease is None
+    finally:
+        process.kill()
+        process.wait()
+    assert live_holder(str(tmp_path)) is None  # the file still names it; its process is gone
+
+
+def test_a_released_local_lease_has_no_live_holder_though_its_process_lives_on(tmp_path):
+    lease = acquire(str(tmp_path), "offline rescale")
+    assert live_holder(str(tmp_path)) == lease.holder
+    lease.release()
+    assert live_holder(str(tmp_path)) is None

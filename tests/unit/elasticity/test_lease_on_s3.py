@@ -156,3 +156,13 @@ def test_the_fence_reads_the_lease_without_boto3(s3_root):
         assert answer.stdout.strip() == "False"
     finally:
         lease.release()
+
+
+def test_the_live_holder_on_the_store_is_the_holder_of_a_live_lease(s3_root):
+    from elasticity.lease import live_holder
+
+    assert live_holder(s3_root) is None
+    lease = acquire(s3_root, "driver")
+    assert live_holder(s3_root) == lease.holder
+    lease.release()
+    assert live_holder(s3_root) is None  # released: the object stays, nobody holds it

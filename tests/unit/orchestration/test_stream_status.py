@@ -50,6 +50,7 @@ def test_the_table_shows_rates_lag_p99_against_the_slo_and_the_reason():
             lag_records=56,
             p99_ms=7100,
             decision=DecisionRecord(at=NOW - 12, rescale=True, rule="P1", reason="overloaded (SLO 5,000 ms)"),
+            driver="pid 4242 on host-a",
         ),
         StreamStatus("adclicks", 10_000, problem="no metrics yet: the stream has not finished a micro-batch"),
     ]
@@ -58,6 +59,20 @@ def test_the_table_shows_rates_lag_p99_against_the_slo_and_the_reason():
     assert "7,100 / 5,000" in text
     assert "RESCALE P1 12s ago: overloaded (SLO 5,000 ms)" in text
     assert "adclicks" in text and "– / 10,000" in text and "no metrics yet" in text
+    assert "pid 4242 on host-a" in text and "none" in text  # who writes each stream (adclicks: nobody)
+
+
+def test_the_driver_is_the_live_holder_of_the_streams_lease(tmp_path):
+    from elasticity.lease import acquire
+    from orchestration.elasticity.status import driver_of
+
+    root = str(tmp_path / "elastic")
+    assert driver_of(root) is None
+    lease = acquire(root, "stream driver of words")
+    try:
+        assert driver_of(root) == f"pid {lease.holder.pid} on {lease.holder.host}"
+    finally:
+        lease.release()
 
 
 def test_the_sensors_last_decision_is_read_back(tmp_path):
