@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 
 import psutil
 
+from orchestration.stack.daemons import pid_from_file, spawn_detached
 from orchestration.stack.errors import BrokerNotAnsweringError, PortTakenError, StackError
 from orchestration.stack.jvm import JvmLayout, classpath, require_tool
 from orchestration.stack.kafka_listeners import listener_ports, listener_properties
-from orchestration.stack.log_files import rotate
 from pipelines.settings import KafkaConnection, KafkaSettings, kafka_connection
 
 BROKER_MAIN_CLASS = "kafka.Kafka"
@@ -115,10 +115,8 @@ class KafkaNode:
 
     def running_pid(self) -> int | None:
         """The pid of our broker if the pid file names a live broker process of ours."""
-        pid = _read_pid(self.paths.pid_file)
-        if pid is None:
-            return None
-        return pid if _is_our_broker(pid, self.paths.config_file) else None
+        config = str(self.paths.config_file)
+        return pid_from_file(self.paths.pid_file, lambda cmdline: BROKER_MAIN_CLASS in cmdline and config in cmdline)
 
     def status(self) -> BrokerStatus:
         pid = self.running_pid()
@@ -197,9 +195,8 @@ class KafkaNode:
 
     def start(self, java: str) -> subprocess.Popen:
         """Spawn the node and write its pid file (not waiting for it to answer)."""
-        process = self._spawn(java)
-        self.paths.pid_file.write_text(str(process.pid))
-        return process
+        command = self._java_command(java, BROKER_MAIN_CLASS, str(self.paths.config_file))
+        return spawn_detached(command, self.paths.console_log, self.paths.pid_file)
 
     def wait_until_answering(self, process: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.settings.start_timeout_s
@@ -256,16 +253,6 @@ class KafkaNode:
             main_class,
             *args,
         ]
-
-    def _spawn(self, java: str) -> subprocess.Popen:
-        command = self._java_command(java, BROKER_MAIN_CLASS, str(self.paths.config_file))
-        # One file per start (the previous ones rotated to console.log.1..N): never appended forever.
-        rotate(self.paths.console_log)
-        with open(self.paths.console_log, "wb") as console:
-            # A new session, so the broker outlives the CLI and a Ctrl-C in the shell.
-            return subprocess.Popen(
-                command, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
 
 
 class KafkaBroker(KafkaNode):
@@ -329,18 +316,3 @@ def ask_brokers(kafka: KafkaConnection | str, question: Callable[[Any], T], time
         return None
     finally:
         admin.close()
-
-
-def _read_pid(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def _is_our_broker(pid: int, config_file: Path) -> bool:
-    try:
-        cmdline = psutil.Process(pid).cmdline()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return False
-    return BROKER_MAIN_CLASS in cmdline and str(config_file) in cmdline

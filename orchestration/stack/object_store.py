@@ -11,7 +11,6 @@ started with, never by process name.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,11 +18,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
+from orchestration.stack.daemons import pid_from_file, spawn_detached, stop_process
 from orchestration.stack.errors import PortTakenError, StackError, ToolMissingError
 from orchestration.stack.kafka_broker import ensure_port_free
-from orchestration.stack.log_files import rotate
 from pipelines.settings import ObjectStoreServerSettings
 
 STORE_FOLDER = "object-store"
@@ -73,13 +70,10 @@ class ObjectStoreServer:
 
     def running_pid(self) -> int | None:
         """The pid in our pid file if it is a live moto server on our port."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-            cmdline = psutil.Process(pid).cmdline()
-        except (FileNotFoundError, ValueError, psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            return None
-        ours = any(part.endswith(SERVER_PROGRAM) for part in cmdline) and str(self.settings.port) in cmdline
-        return pid if ours else None
+        port = str(self.settings.port)
+        return pid_from_file(
+            self.pid_file, lambda cmdline: any(p.endswith(SERVER_PROGRAM) for p in cmdline) and port in cmdline
+        )
 
     def answering(self, timeout_s: float = 2.0) -> bool:
         try:
@@ -108,17 +102,7 @@ class ObjectStoreServer:
                 "another object_store.server.port"
             ) from None
         self.root.mkdir(parents=True, exist_ok=True)
-        rotate(self.console_log)
-        with open(self.console_log, "wb") as console:
-            # A new session, so the server outlives the CLI and a Ctrl-C in the shell.
-            process = subprocess.Popen(
-                self.command(),
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        self.pid_file.write_text(str(process.pid))
+        process = spawn_detached(self.command(), self.console_log, self.pid_file)
         self._wait_answering(process, timeout_s)
         self.create_bucket()
         return self.status()
@@ -142,11 +126,7 @@ class ObjectStoreServer:
         self.pid_file.unlink(missing_ok=True)
         if pid is None:
             return False
-        process = psutil.Process(pid)
-        process.send_signal(signal.SIGTERM)
-        _, alive = psutil.wait_procs([process], timeout=timeout_s)
-        for leftover in alive:
-            leftover.kill()
+        stop_process(pid, timeout_s)
         return True
 
     def _wait_answering(self, process: subprocess.Popen[bytes], timeout_s: float) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -33,9 +32,9 @@ from typing import Any
 
 import psutil
 
+from orchestration.stack.daemons import pid_from_file, spawn_detached, stop_process
 from orchestration.stack.errors import PortTakenError, StackError, ToolMissingError
 from orchestration.stack.kafka_broker import ensure_port_free
-from orchestration.stack.log_files import rotate
 from pipelines.settings import SparkClusterSettings
 
 CLUSTER_FOLDER = "spark-cluster"
@@ -133,12 +132,8 @@ class SparkDaemon:
 
     def running_pid(self) -> int | None:
         """The pid of our daemon if the pid file names a live process started with our properties file."""
-        try:
-            pid = int(self.paths.pid_file.read_text().strip())
-            cmdline = psutil.Process(pid).cmdline()
-        except (FileNotFoundError, ValueError, psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            return None
-        return pid if self.main_class in cmdline and str(self.paths.properties_file) in cmdline else None
+        properties = str(self.paths.properties_file)
+        return pid_from_file(self.paths.pid_file, lambda cmdline: self.main_class in cmdline and properties in cmdline)
 
     def stale_note(self) -> str:
         if self.paths.pid_file.exists():
@@ -155,20 +150,9 @@ class SparkDaemon:
         self.render_properties()
         if self.main_class == WORKER_CLASS:
             self.paths.work_dir.mkdir(exist_ok=True)
-        rotate(self.paths.console_log)
-        with open(self.paths.console_log, "wb") as console:
-            # A new session, so the daemon outlives the CLI and a Ctrl-C in the shell.
-            process = subprocess.Popen(
-                self.command(launcher),
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=environment,
-                cwd=self.paths.root,
-                start_new_session=True,
-            )
-        self.paths.pid_file.write_text(str(process.pid))
-        return process
+        return spawn_detached(
+            self.command(launcher), self.paths.console_log, self.paths.pid_file, env=environment, cwd=self.paths.root
+        )
 
 
 class SparkCluster:
@@ -315,14 +299,11 @@ class SparkCluster:
             if pid is None:
                 daemon.paths.pid_file.unlink(missing_ok=True)
                 continue
-            process = psutil.Process(pid)
-            started_by_it = process.children(recursive=True)  # executors and their Python workers
-            process.send_signal(signal.SIGTERM)
-            _, alive = psutil.wait_procs([process], timeout=timeout_s)
-            for leftover in [*alive, *started_by_it]:
-                if leftover.is_running():
-                    leftover.kill()
-            psutil.wait_procs([*alive, *started_by_it], timeout=10)
+            try:
+                started_by_it = psutil.Process(pid).children(recursive=True)  # executors, their Python workers
+            except psutil.NoSuchProcess:
+                started_by_it = []
+            stop_process(pid, timeout_s, started_by_it)
             daemon.paths.pid_file.unlink(missing_ok=True)
             stopped.append(name)
         return stopped[::-1]

@@ -18,13 +18,3 @@ def test_each_start_gets_a_fresh_log_and_only_the_last_starts_are_kept(tmp_path)
         "console.log.2",
         "console.log.3",
     ]
-
-
-def test_the_broker_rotates_its_console_log_before_each_start():
-    # Appending (mode "ab") kept every start's output in one file forever.
-    import inspect
-
-    from orchestration.stack import kafka_broker
-
-    source = inspect.getsource(kafka_broker.KafkaBroker._spawn)
-    assert "rotate(self.paths.console_log)" in source and '"wb"' in source
