@@ -20,6 +20,8 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from elasticity.lease.record import process_exists
+
 log = logging.getLogger(__name__)
 
 WORKER_PREFIX = "worker-"
@@ -29,18 +31,7 @@ def worker_folder(local_dir: str, pid: int) -> str:
     return os.path.join(local_dir, f"{WORKER_PREFIX}{pid}")
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid lives on this host (a pid we may not signal is alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep(local_dir: str, pid: int, in_use: Iterable[str], alive: Callable[[int], bool] = pid_alive) -> list[Path]:
+def sweep(local_dir: str, pid: int, in_use: Iterable[str], alive: Callable[[int], bool] = process_exists) -> list[Path]:
     """Delete the working copies no live worker uses; the folders removed."""
     root = Path(local_dir)
     if "://" in local_dir or not root.is_dir():
