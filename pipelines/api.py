@@ -1,9 +1,10 @@
 """esp's public API for writing an elastic job: everything a job module imports comes from here.
 
 A job is input records → `parse` (typed columns and a `reject_reason`; rejected records go to
-the stream's dead-letter topic with their reason) → one keyed elastic stage running a
-`KeyedOperator` (state, timers and TTL rescaled online, exactly once) → the stream's results
-table and results topic. A stream runs it when its `job` setting names the factory
+the stream's dead-letter topic with their reason) → a keyed elastic stage running a
+`KeyedOperator` (state, timers and TTL rescaled online, exactly once) → optionally further keyed
+stages (`Stage`), each taking the previous one's output rows re-keyed, in the same micro-batch
+→ the stream's results table and results topic. A stream runs it when its `job` setting names the factory
 (`"my_package.my_module:my_job"`, a function without arguments returning a `Job`).
 
     from pipelines import api
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,9 +54,11 @@ from elasticity.state.codecs import ArrowStructCodec, BytesCodec, Float64Codec, 
 from pipelines.dead_letters import REJECT
 from pipelines.operator_stage import NO_WATERMARK_MS, RESERVED_INPUT_COLUMNS, RESERVED_OUTPUT_COLUMNS
 from pipelines.operator_stage import OperatorBatch as BatchTimes
+from pipelines.streams.names import FIRST_STAGE
 from pipelines.streams.spec import JOB_REFERENCE
 
 __all__ = [
+    "FIRST_STAGE",
     "FIRED_SCHEMA",
     "HASH_COLUMN",
     "KAFKA_COLUMNS",
@@ -81,6 +85,7 @@ __all__ = [
     "Recompute",
     "Session",
     "Sliding",
+    "Stage",
     "StateView",
     "Sum",
     "TimeDomain",
@@ -98,6 +103,40 @@ KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "t
 
 class JobError(ValueError):
     """A job that cannot run, with what is wrong in its declaration."""
+
+
+STAGE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A further keyed elastic stage of a job: it takes the previous stage's output rows (its
+    operator's output columns), re-keyed by `rekey`, within the same micro-batch. It has its
+    own layout, channels, state, probes, metrics and rescale requests (`esp stream rescale --stage`);
+    rescaling it never touches another stage's state."""
+
+    name: str
+    """The stage's name (lower case, digits, `_`): its folders, metrics and rescale requests use it."""
+    operator: KeyedOperator[Any]
+    """The stage's keyed stateful operator; its `key_column` must be a string column of `rekey`'s rows."""
+    rekey: Callable[[DataFrame], DataFrame] | None = None
+    """The previous stage's output rows → this stage's input rows, in the JVM (select, derive the key,
+    pre-aggregate); None: the rows as they are (they must have the operator's key column)."""
+    weight_column: str | None = None
+    """How many records a row of this stage's input stands for (None: one), as `Job.weight_column`."""
+    channels: int | None = None
+    """The stage's channels when the stream first starts (None: the stream's `channels`)."""
+
+    def __post_init__(self) -> None:
+        if self.channels is not None and not 1 <= self.channels <= 1024:
+            raise JobError(f"stage {self.name}: channels must be within 1..1024, not {self.channels}")
+        if not STAGE_NAME.match(self.name) or self.name == FIRST_STAGE:
+            raise JobError(
+                f"stage name {self.name!r}: lower-case letters, digits and '_', at most 32, not {FIRST_STAGE!r}"
+            )
+        if not isinstance(self.operator, KeyedOperator):
+            raise JobError(f"stage {self.name}: operator must be a KeyedOperator, not {type(self.operator).__name__}")
+        _check_operator(self.operator, f"stage {self.name}'s operator")
 
 
 @dataclass(frozen=True)
@@ -163,26 +202,60 @@ class Job:
     recompute: Recompute | None = None
     """The job's daily batch recomputation (the stream's `<name>_daily_counts` asset, its nightly
     backfill and `reconciliation` check); None: the stream has no daily backfill."""
+    stages: tuple[Stage, ...] = ()
+    """Further keyed stages after the first, in order: stage k+1 takes stage k's output rows; the last
+    stage's output rows are what `results` shapes (or the results table's rows)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.operator, KeyedOperator):
             raise JobError(f"operator must be a KeyedOperator, not {type(self.operator).__name__}")
-        outputs = self.operator.output_schema.names
+        _check_operator(self.operator, "the operator")
+        outputs = self.last_operator.output_schema.names
         if not self.result_key_columns:
             raise JobError("result_key_columns is empty: name the output columns that identify a result row")
         if self.results is None and (missing := [c for c in self.result_key_columns if c not in outputs]):
-            raise JobError(f"result_key_columns {missing} are not in the operator's output schema {outputs}")
-        if clashes := sorted(RESERVED_OUTPUT_COLUMNS & set(outputs)):
-            raise JobError(f"the operator's output schema uses esp's reserved columns {clashes}; rename them")
-        if self.operator.key_column in RESERVED_INPUT_COLUMNS:
-            raise JobError(f"key_column {self.operator.key_column!r} is reserved by esp; use another name")
+            raise JobError(f"result_key_columns {missing} are not in the last operator's output schema {outputs}")
         if self.allowed_lateness_ms < 0:
             raise JobError(f"allowed_lateness_ms must be >= 0, not {self.allowed_lateness_ms}")
+        names = [stage.name for stage in self.stages]
+        if duplicates := sorted({n for n in names if names.count(n) > 1}):
+            raise JobError(f"stage names {duplicates} are used twice; each stage needs its own")
+        self._check_chain()
+
+    def _check_chain(self) -> None:
+        """A stage without `rekey` takes the previous output as it is: it must hold its key column."""
+        previous = self.operator
+        for stage in self.stages:
+            produced = previous.output_schema.names
+            if stage.rekey is None and stage.operator.key_column not in produced:
+                raise JobError(
+                    f"stage {stage.name}: key column {stage.operator.key_column!r} is not in the previous stage's "
+                    f"output {produced}; give the stage a `rekey`"
+                )
+            previous = stage.operator
+
+    @property
+    def last_operator(self) -> KeyedOperator[Any]:
+        """The operator whose output rows become the results."""
+        return self.stages[-1].operator if self.stages else self.operator
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """Every elastic stage's name, in order (`FIRST_STAGE` first)."""
+        return (FIRST_STAGE, *(stage.name for stage in self.stages))
 
     @property
     def result_key(self) -> str:
         """The Kafka key of a result record."""
         return self.result_key_columns[0]
+
+
+def _check_operator(operator: KeyedOperator[Any], what: str) -> None:
+    outputs = operator.output_schema.names
+    if clashes := sorted(RESERVED_OUTPUT_COLUMNS & set(outputs)):
+        raise JobError(f"{what}'s output schema uses esp's reserved columns {clashes}; rename them")
+    if operator.key_column in RESERVED_INPUT_COLUMNS:
+        raise JobError(f"{what}'s key_column {operator.key_column!r} is reserved by esp; use another name")
 
 
 def load_job(reference: str, search_path: str | None = None) -> Job:

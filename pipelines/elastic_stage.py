@@ -39,8 +39,9 @@ from elasticity.state import BytesCodec, StateStore, StoreBackend
 from elasticity.state.backend import channel_dir_name
 from elasticity.state.kinds import StoreKind, build_backend
 from pipelines import working_copies
-from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms
+from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms, probe_stage
 from pipelines.streams.metrics import ChannelMetrics
+from pipelines.streams.names import FIRST_STAGE
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,13 @@ def with_key_hash(deltas: DataFrame) -> DataFrame:
     return deltas.withColumn("key_hash", F.expr(KEY_HASH_SQL))
 
 
-def probe_rows(raw: DataFrame) -> DataFrame:
-    """The batch's valid probes among the raw Kafka rows, as stage input rows (key = the routing
-    key that sends the probe to its channel, n = 0, probe_sent_ms = when it was sent). Invalid
-    ones are the parsers' to dead-letter (`pipelines.probes.invalid_probe_check`)."""
+def probe_rows(raw: DataFrame, stage: str = FIRST_STAGE) -> DataFrame:
+    """The batch's valid probes of elastic stage `stage` among the raw Kafka rows, as stage input
+    rows (key = the routing key that sends the probe to its channel, n = 0, probe_sent_ms = when it
+    was sent). Invalid ones are the parsers' to dead-letter (`pipelines.probes.invalid_probe_check`)."""
     # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
     # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
-    probes = raw.where(is_valid_probe()).select(
+    probes = raw.where(is_valid_probe() & (probe_stage() == stage)).select(
         probe_routing_key().alias("key"), probe_sent_ms().alias("probe_sent_ms")
     )
     return probes.selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")

@@ -36,6 +36,7 @@ from elasticity.state import StateStore
 from pipelines.elastic_stage import StageSpec, probe_rows, route, state_bytes, warm_worker, worker_stores
 from pipelines.streams.executors import worker_executor_id
 from pipelines.streams.metrics import ChannelMetrics, RebuildReport
+from pipelines.streams.names import FIRST_STAGE
 
 CHANNEL_COLUMN = "channel"
 """The channel that produced an output row (added to the operator's columns)."""
@@ -64,12 +65,12 @@ class OperatorBatch:
     processing_ms: int
 
 
-def operator_input(good: DataFrame, raw: DataFrame, key_column: str) -> DataFrame:
-    """The stage's input: the job's good rows with their key's hash, and the batch's valid probes
-    (keyed by their routing key, other columns null)."""
+def operator_input(good: DataFrame, raw: DataFrame, key_column: str, stage: str = FIRST_STAGE) -> DataFrame:
+    """The input of elastic stage `stage`: the job's good rows with their key's hash, and the batch's
+    valid probes of that stage (keyed by their routing key, other columns null)."""
     # One step per side: each DataFrame step is analysed on the driver again, in every batch.
     rows = good.selectExpr("*", f"xxhash64(`{key_column}`) AS {HASH_COLUMN}", f"CAST(NULL AS BIGINT) AS {PROBE_COLUMN}")
-    probes = probe_rows(raw).selectExpr(f"key AS `{key_column}`", HASH_COLUMN, PROBE_COLUMN)
+    probes = probe_rows(raw, stage).selectExpr(f"key AS `{key_column}`", HASH_COLUMN, PROBE_COLUMN)
     return rows.unionByName(probes, allowMissingColumns=True)
 
 
@@ -157,6 +158,9 @@ def _operator_task(
         started = time.perf_counter()
         warmup_s = warm_worker()
         layout = Layout.from_json(layout_json)
+        # The task's partition is the channel's dense index only in a task of the stage's own
+        # shuffle: never compute a stage inside a narrow step of another (a coalesce) that runs
+        # several of its partitions in one task (`pipelines.streams.runner` caches each stage first).
         channel = layout.channels[TaskContext.get().partitionId()]
         received = list(batches)
         # Even a channel without rows runs: its timers may be due.
@@ -197,6 +201,7 @@ def _operator_task(
             warmup_ms=warmup_s * 1000 if warmup_s is not None else None,
             rejected_records=result.rejected.num_rows,
             executor=worker_executor_id(),
+            output_rows=result.output.num_rows,
         )
         reports.add({(batch.batch_id, channel): report})
         schema = stage_schema(operator)

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from elasticity.hashing import hash_strings
 from elasticity.layout import Layout
 from pipelines.dead_letters import MAX_EPOCH_MS, MAX_FIELD_CHARS, Check, Reason
+from pipelines.streams.names import FIRST_STAGE
 
 PROBE_KAFKA_KEY = b"__esp_probe__"
 _CANDIDATES_PER_ROUND = 4096
@@ -34,6 +35,11 @@ def is_probe() -> Column:
 def probe_routing_key() -> Column:
     """A probe row's routing key (null when absent)."""
     return F.get_json_object(F.col("value").cast("string"), "$.routing_key")
+
+
+def probe_stage() -> Column:
+    """The elastic stage a probe row measures (`FIRST_STAGE` when it names none)."""
+    return F.coalesce(F.get_json_object(F.col("value").cast("string"), "$.stage"), F.lit(FIRST_STAGE))
 
 
 def probe_sent_ms() -> Column:
@@ -74,11 +80,20 @@ class Probe:
     routing_key: str
     sent_ms: int
     epoch: int
+    stage: str = FIRST_STAGE
+    """The elastic stage whose channel the probe measures (a later stage's probe waits for the
+    stages before it in the same batch: its latency is the latency through that stage)."""
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {"channel": self.channel, "routing_key": self.routing_key, "sent_ms": self.sent_ms, "epoch": self.epoch}
-        ).encode()
+        payload: dict[str, object] = {
+            "channel": self.channel,
+            "routing_key": self.routing_key,
+            "sent_ms": self.sent_ms,
+            "epoch": self.epoch,
+        }
+        if self.stage != FIRST_STAGE:  # a one-stage stream's probes stay as they always were
+            payload["stage"] = self.stage
+        return json.dumps(payload).encode()
 
 
 def probe_keys(layout: Layout) -> dict[int, str]:
@@ -98,9 +113,11 @@ def probe_keys(layout: Layout) -> dict[int, str]:
     return found
 
 
-def make_probes(layout: Layout, keys: dict[int, str], now_ms: int | None = None) -> list[Probe]:
+def make_probes(
+    layout: Layout, keys: dict[int, str], now_ms: int | None = None, stage: str = FIRST_STAGE
+) -> list[Probe]:
     sent = int(time.time() * 1000) if now_ms is None else now_ms
-    return [Probe(channel, keys[channel], sent, layout.epoch) for channel in sorted(keys)]
+    return [Probe(channel, keys[channel], sent, layout.epoch, stage) for channel in sorted(keys)]
 
 
 def latency_percentiles(latencies_ms: list[float]) -> dict[str, float]:

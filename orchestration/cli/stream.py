@@ -136,14 +136,14 @@ def _snapshots(policy: str | None, max_recovery_s: float | None, period_s: float
         raise typer.BadParameter(str(error), param_hint="--max-recovery") from None
 
 
-def _committed_layout(folder: str) -> Layout | None:
-    """The stream's committed layout (None before its first start)."""
+def _committed_layout(folder: str, stage: str = "main") -> Layout | None:
+    """The committed layout of the stream's elastic stage `stage` (None before its first start)."""
     from elasticity.migration import LayoutRegistry, RegistryError
     from elasticity.state import Location
-    from pipelines.streams.names import elastic_path
+    from pipelines.streams.names import stage_paths
 
     try:
-        return LayoutRegistry(Location.of(elastic_path(folder))).committed()
+        return LayoutRegistry(Location.of(stage_paths(folder, stage).elastic)).committed()
     except RegistryError:
         return None
 
@@ -154,6 +154,7 @@ def rescale(
     channels: int | None = typer.Option(None, help="Scale to this many channels."),
     split: int | None = typer.Option(None, help="Split this channel."),
     merge: int | None = typer.Option(None, help="Merge this channel into its neighbours."),
+    stage: str = typer.Option("main", help="Which elastic stage of the job (a multi-stage job's `Stage` name)."),
     root: str | None = typer.Option(
         None, help="Stream folder: a path or a file:// or s3:// URI (default: <run dir>/streams/<name>)."
     ),
@@ -165,7 +166,7 @@ def rescale(
     from orchestration.stack.project import load_settings
     from orchestration.streams.catalog import stream_root
     from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
-    from pipelines.streams.names import control_path
+    from pipelines.streams.names import stage_paths
 
     with friendly_errors():
         chosen = [x is not None for x in (channels, split, merge)]
@@ -180,8 +181,10 @@ def rescale(
         )
         settings = load_settings(config)
         folder = uris.canonical(root or stream_root(settings, name))
-        control = ControlChannel(control_path(folder))
-        current = _committed_layout(folder)
+        control = ControlChannel(stage_paths(folder, stage).control)
+        current = _committed_layout(folder, stage)
+        if current is None and stage != "main":
+            raise ValueError(f"stream {name} has no elastic stage {stage!r} (or has not started yet)")
         # Planned here, once, on the committed layout; the stream refuses it if it rescaled meanwhile.
         request = RescaleRequest(
             target=target,

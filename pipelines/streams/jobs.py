@@ -18,9 +18,17 @@ from pipelines.dead_letters import REJECT
 from pipelines.elastic_stage import StageSpec
 from pipelines.jobs.adclicks import adclicks_job
 from pipelines.jobs.wordcount import wordcount_job
-from pipelines.operator_stage import NO_WATERMARK_MS, OperatorBatch, operator_input, run_operator_stage, split_output
+from pipelines.operator_stage import (
+    CHANNEL_COLUMN,
+    NO_WATERMARK_MS,
+    OperatorBatch,
+    operator_input,
+    run_operator_stage,
+    split_output,
+)
 from pipelines.probes import invalid_probe_check, without_valid_probes
-from pipelines.streams.metrics import planned_batch_timestamp_ms
+from pipelines.streams.metrics import ChannelMetrics, planned_batch_timestamp_ms
+from pipelines.streams.names import FIRST_STAGE
 from pipelines.streams.spec import StreamSpec
 from pipelines.streams.watermark import WatermarkLog
 
@@ -52,12 +60,28 @@ class StageCall:
 
 @dataclass(frozen=True)
 class StageOutput:
-    """The stage's result rows (the results table's columns, with `batch_id`), the rows its operator
-    rejected (channel, reason, row JSON), and `source`, what both are read from."""
+    """A stage's result rows (for the last stage, the results table's columns, with `batch_id`; for
+    an earlier one, its operator's output columns), the rows its operator rejected (channel, reason,
+    row JSON), and `source`, what both are read from."""
 
     source: DataFrame
     results: DataFrame
     rejected: DataFrame
+
+
+@dataclass
+class StageRun:
+    """One stage's part of a batch: its call, its output, and (once computed) its channels' reports."""
+
+    call: StageCall
+    output: StageOutput
+    reports: list[ChannelMetrics] = field(default_factory=list)
+    wall_ms: float | None = None
+    """The wall time of the Spark job that computed the stage (None: not timed apart)."""
+
+    @property
+    def rejected_records(self) -> int:
+        return sum(r.rejected_records for r in self.reports)
 
 
 class JobLogic:
@@ -121,23 +145,49 @@ class JobLogic:
             return self.job.archive(good)
         return good.drop(*self._hidden_columns(good)).withColumn("date", F.date_format("timestamp", "yyyy-MM-dd"))
 
+    def stage_channels(self) -> list[tuple[str, int | None]]:
+        """Each elastic stage's name and its channels at first start (None: the stream's)."""
+        return [(FIRST_STAGE, None), *((stage.name, stage.channels) for stage in self.job.stages)]
+
     def stage(self, plan: BatchPlan, call: StageCall) -> StageOutput:
-        """Run the operator on the elastic stage; its result rows."""
-        key_column = self.job.operator.key_column
+        """Run a one-stage job's operator on the elastic stage; its result rows."""
+        return self.run_stage(0, plan, call, None).output
+
+    def run_stage(self, index: int, plan: BatchPlan, call: StageCall, previous: StageOutput | None) -> StageRun:
+        """Run elastic stage `index` of the job: the first on the plan's rows, a later one on the
+        previous stage's output rows, re-keyed by the stage's `rekey`. Only the last stage's rows
+        are shaped by the job's `results`."""
+        if index == 0:
+            operator, weight_column, rows = self.job.operator, self.job.weight_column, plan.rows
+        else:
+            if previous is None:
+                raise ValueError(f"stage {index} needs the output of stage {index - 1}")
+            stage = self.job.stages[index - 1]
+            operator, weight_column = stage.operator, stage.weight_column
+            upstream = previous.results.drop(CHANNEL_COLUMN)
+            rows = stage.rekey(upstream) if stage.rekey is not None else upstream
+        name = FIRST_STAGE if index == 0 else self.job.stages[index - 1].name
+        stage_input = operator_input(rows, call.raw, operator.key_column, name)
+        # The first stage's input (Kafka's partitions) is routed by as many tasks as there are
+        # cores. A later stage's is not coalesced: its rows come from the previous stage's tasks,
+        # which a coalesce would run several to a task (see `_operator_task`).
         out = run_operator_stage(
-            operator_input(plan.rows, call.raw, key_column).coalesce(call.routing_tasks),
-            self.job.operator,
+            stage_input.coalesce(call.routing_tasks) if index == 0 else stage_input,
+            operator,
             call.layout,
             call.labels,
             call.stage,
             plan.times,
             call.previous_channels,
             call.reports,
-            self.job.weight_column,
+            weight_column,
         )
-        outputs, rejected = split_output(out, self.job.operator)
+        outputs, rejected = split_output(out, operator)
+        if index < len(self.job.stages):
+            return StageRun(call, StageOutput(out, outputs, rejected))
         results = outputs.withColumn("batch_id", F.lit(call.batch_id))
-        return StageOutput(out, self.job.results(results) if self.job.results is not None else results, rejected)
+        shaped = self.job.results(results) if self.job.results is not None else results
+        return StageRun(call, StageOutput(out, shaped, rejected))
 
 
 def job_of(spec: StreamSpec) -> Job:

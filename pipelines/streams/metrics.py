@@ -16,6 +16,7 @@ from typing import Any
 
 from elasticity.state import Location
 from pipelines.settings import KafkaConnection, kafka_connection
+from pipelines.streams.names import FIRST_STAGE
 
 METRICS_TOPIC_CONFIGS = {"retention.ms": str(6 * 3600 * 1000), "cleanup.policy": "delete"}
 
@@ -72,6 +73,8 @@ class ChannelMetrics:
     """Rows the channel's operator rejected (`Context.reject`): the stream keeps them in its late table."""
     executor: str | None = None
     """The executor the channel's task ran on (standalone cluster; None elsewhere): where its working set is."""
+    output_rows: int = 0
+    """Rows the channel's operator emitted in the batch."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,13 @@ class BatchMetrics:
     """Channels whose task ran on another executor than in the previous batch (None: unknown)."""
     moved_open_ms: float | None = None
     """Time those moved channels spent getting their working set current there: the moves' cost."""
+    stage: str = FIRST_STAGE
+    """The job's elastic stage these figures are of (`pipelines.api.Stage`; the first: `main`)."""
+    output_rows: int | None = None
+    """Rows the stage's operator emitted in the batch (output / input records: its selectivity)."""
+    stage_ms: float | None = None
+    """A multi-stage job: the wall time of this stage's own Spark job in the batch (its channels' tasks,
+    after the stages before it; None for a one-stage job, whose stage is the batch's `stage` phase)."""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()

@@ -14,8 +14,12 @@ on an object store by name.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from elasticity.state import uris
+
+FIRST_STAGE = "main"
+"""The name of a job's first elastic stage; its folders are the stream's own."""
 
 # -- Kafka topics ---------------------------------------------------------------------------------
 
@@ -33,6 +37,12 @@ def dead_letter_topic(stream: str) -> str:
 def metrics_topic(stream: str) -> str:
     """One `BatchMetrics` per micro-batch (what the elasticity sensor reads)."""
     return f"{stream}.metrics"
+
+
+def stage_metrics_topic(stream: str, stage: str) -> str:
+    """One `BatchMetrics` per micro-batch of one elastic stage: the stream's own topic for the first
+    stage, `<stream>.metrics.<stage>` for a later one (each stage's reader sees only its own)."""
+    return metrics_topic(stream) if stage == FIRST_STAGE else f"{metrics_topic(stream)}.{stage}"
 
 
 # -- the stream's folder --------------------------------------------------------------------------
@@ -84,3 +94,25 @@ def bronze_table_path(root: str | os.PathLike[str]) -> str:
 def daily_table_path(root: str | os.PathLike[str]) -> str:
     """The daily batch recomputation from the bronze archive, per date."""
     return uris.join(root, "tables", "daily")
+
+
+# -- a job's elastic stages -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StagePaths:
+    """Where one elastic stage keeps its layout and state (`elastic`), its working copies (`local`)
+    and its rescale requests and results (`control`)."""
+
+    elastic: str
+    local: str
+    control: str
+
+
+def stage_paths(root: str | os.PathLike[str], stage: str) -> StagePaths:
+    """The first stage uses the stream's folders (as a one-stage stream always has); a later stage
+    has its own under `stages/<name>/`, so rescaling one stage never touches another's files."""
+    if stage == FIRST_STAGE:
+        return StagePaths(elastic_path(root), local_state_path(root), control_path(root))
+    folder = uris.join(root, "stages", stage)
+    return StagePaths(elastic_path(folder), local_state_path(folder), control_path(folder))

@@ -1,4 +1,4 @@
-"""A background thread that sends one eSault probe per channel every PROBE_PERIOD.
+"""A background thread that sends one eSault probe per channel (of every elastic stage) every PROBE_PERIOD.
 
 It follows the committed layout (re-reading it each period), so after a rescale the probes
 address the new channels. It never dies of a broker outage: a failed round is counted, the
@@ -12,13 +12,14 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from elasticity.layout import Layout
-from pipelines.probes import PROBE_KAFKA_KEY, make_probes, probe_keys
+from pipelines.probes import PROBE_KAFKA_KEY, Probe, make_probes, probe_keys
 from pipelines.settings import KafkaConnection, kafka_connection
+from pipelines.streams.names import FIRST_STAGE
 
 ProducerFactory = Callable[[KafkaConnection | str], Any]
 
@@ -49,6 +50,7 @@ class ProbeEmitter(threading.Thread):
         *,
         producer_factory: ProducerFactory = kafka_producer,
         max_backoff_s: float = 10.0,
+        later_stages: Callable[[], Mapping[str, Layout]] = dict,
     ) -> None:
         super().__init__(name="esp-probe-emitter", daemon=True)
         self.bootstrap = bootstrap
@@ -57,8 +59,10 @@ class ProbeEmitter(threading.Thread):
         self.period_s = period_s
         self.producer_factory = producer_factory
         self.max_backoff_s = max_backoff_s
+        self.later_stages = later_stages
+        """A multi-stage job's later stages' committed layouts, by stage: each gets its probes too."""
         self._stopping = threading.Event()
-        self._keys: dict[int, dict[int, str]] = {}
+        self._keys: dict[tuple[str, int], dict[int, str]] = {}
         self._random = random.Random()
         self.sent = 0
         self._failures_in_a_row = 0
@@ -95,17 +99,21 @@ class ProbeEmitter(threading.Thread):
         self._last_error = f"{type(error).__name__}: {error}"
 
     def _send_round(self, producer: Any) -> None:
-        layout = self.current_layout()
-        keys = self._keys.get(layout.epoch)
-        if keys is None:
-            keys = self._keys[layout.epoch] = probe_keys(layout)
-        futures = [producer.send(self.topic, key=PROBE_KAFKA_KEY, value=p.to_json()) for p in make_probes(layout, keys)]
+        layouts = {FIRST_STAGE: self.current_layout(), **self.later_stages()}
+        probes = [probe for stage, layout in layouts.items() for probe in self._probes(stage, layout)]
+        futures = [producer.send(self.topic, key=PROBE_KAFKA_KEY, value=p.to_json()) for p in probes]
         producer.flush(timeout=5)
         for future in futures:
             future.get(timeout=5)  # raises if the broker did not take it
         self.sent += len(futures)
         self._failures_in_a_row = 0
         self._last_sent_at = time.time()
+
+    def _probes(self, stage: str, layout: Layout) -> list[Probe]:
+        keys = self._keys.get((stage, layout.epoch))
+        if keys is None:
+            keys = self._keys[(stage, layout.epoch)] = probe_keys(layout)
+        return make_probes(layout, keys, stage=stage)
 
 
 def close_quietly(producer: Any) -> None:

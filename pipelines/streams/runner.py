@@ -8,21 +8,25 @@ is a no-op). The Kafka results and dead-letter topics are at-least-once (a repla
 publishes again; records are keyed so consumers can keep the last value).
 
 This module keeps the stream's lifecycle (lease, checkpoint check, start, stop, the query swap for
-a new admission cap) and the batch loop; its collaborators do the rest: `topics` (the Kafka
-topics made ready), `sinks` (a batch's table and topic writes), `stage_calls` (what the stage is
+a new admission cap) and the batch loop; its collaborators do the rest: `stage_runtime` (one per
+elastic stage of the job: its layout, rescale requests, migrator, snapshots), `topics` (the Kafka
+topics made ready), `sinks` (a batch's table and topic writes), `stage_calls` (what a stage is
 called with), `rescaling` (a pending rescale at the batch boundary), `cap_switch` (admission
 decisions) and `reporting` (a batch's metrics and their producer).
+
+A job with several elastic stages runs them in order within each batch, each under its own
+committed layout; each stage applies its own pending rescale at the batch's start.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -31,7 +35,7 @@ from elasticity.layout import Layout
 from elasticity.lease import Lease, acquire, ensure_free
 from elasticity.migration import Migrator
 from elasticity.migration.registry import LayoutRegistry
-from elasticity.state import BytesCodec, HistoryBackend, Location, uris
+from elasticity.state import Location, uris
 from pipelines import kafka_io
 from pipelines.dead_letters import rejected_count, split_counting_rejected
 from pipelines.elastic_stage import StageSpec
@@ -40,17 +44,18 @@ from pipelines.spark_session import warm_python_workers
 from pipelines.spark_threads import run_concurrently
 from pipelines.streams.admission import AdmissionGate, forget_unstarted_batch
 from pipelines.streams.cap_switch import CapSwitch
-from pipelines.streams.control import ControlChannel, RescaleResult
+from pipelines.streams.control import ControlChannel
 from pipelines.streams.executors import FollowingExecutors
 from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_mismatch
-from pipelines.streams.jobs import BatchPlan, JobLogic, job_logic
-from pipelines.streams.metrics import BatchMetrics, ChannelMetrics
-from pipelines.streams.reporting import BatchContext, MetricsOutlet, batch_metrics
+from pipelines.streams.jobs import BatchPlan, JobLogic, StageRun, job_logic
+from pipelines.streams.metrics import BatchMetrics
+from pipelines.streams.reporting import BatchContext, batch_metrics
 from pipelines.streams.rescaling import BatchBoundaryRescale
 from pipelines.streams.sinks import BatchSinks
 from pipelines.streams.snapshots import ChannelSnapshots
 from pipelines.streams.spec import StreamSpec
 from pipelines.streams.stage_calls import StageCalls
+from pipelines.streams.stage_runtime import StageRuntime
 from pipelines.streams.table_retention import TableRetention
 from pipelines.streams.topics import prepare_topics
 
@@ -77,11 +82,10 @@ class ElasticStream:
     executor_scaling: ExecutorScalingSettings = field(default_factory=ExecutorScalingSettings)
     query: StreamingQuery | None = None
     last_metrics: BatchMetrics | None = None
-    _migrator: Migrator | None = None
+    """The first stage's metrics of the last batch (each stage keeps its own: `stages`)."""
     _lease: Lease | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
     _query_lock: threading.Lock = field(default_factory=threading.Lock)
-    _snapshots: ChannelSnapshots | None = None
 
     @property
     def stopping(self) -> bool:
@@ -102,54 +106,76 @@ class ElasticStream:
         # A spec changed by `model_copy` skips its validator: one spelling of the root, again.
         self.spec = self.spec.model_copy(update={"root": uris.canonical(self.spec.root)})
         self.logic: JobLogic = job_logic(self.spec)
-        self.stage = StageSpec(
-            self.spec.name,
-            self.spec.elastic_root,
-            self.spec.local_state,
-            self.spec.store_kind,
-            self.spec.service_ms_per_record,
-        )
-        self.registry = LayoutRegistry(Location.of(self.spec.elastic_root))
-        self.control = ControlChannel(self.spec.control_dir)
+        self.executors = FollowingExecutors.of(self.spark, self.executor_scaling)
+        self.stages = [
+            StageRuntime(self.spark, self.spec, name, channels, self._executor_target)
+            for name, channels in self.logic.stage_channels()
+        ]
         self.retention = TableRetention(self.spark, self.spec, self.logic.result_key_columns)
         self.admission = AdmissionGate(self.spec.admission, self.spec.control_dir) if self.spec.admission else None
         self.caps = CapSwitch(self.admission, self.spec.checkpoint, self.spec.input_topic)
         self.sinks = BatchSinks(self.spec, self.logic)
-        self.stage_calls = StageCalls(self.spark, self.spec, self.registry)
-        # The migrator and snapshots are passed as this stream's getters: both are rebuilt under
-        # the lease's fence and closed at stop.
-        self.executors = FollowingExecutors.of(self.spark, self.executor_scaling)
-        self.rescaling = BatchBoundaryRescale(
-            self.registry, self.control, self.migrator, self.snapshots, lambda: self.last_metrics, self._executor_target
-        )
-        self.metrics_outlet = MetricsOutlet(self.spec)
+
+    # -- the first stage's parts (a one-stage stream's only ones) ------------------------------
+
+    @property
+    def first(self) -> StageRuntime:
+        return self.stages[0]
+
+    @property
+    def registry(self) -> LayoutRegistry:
+        return self.first.registry
+
+    @property
+    def control(self) -> ControlChannel:
+        return self.first.control
+
+    @property
+    def rescaling(self) -> BatchBoundaryRescale:
+        return self.first.rescaling
+
+    @property
+    def stage_calls(self) -> StageCalls:
+        return self.first.calls
+
+    @property
+    def stage(self) -> StageSpec:
+        return self.first.stage
+
+    def migrator(self) -> Migrator:
+        """The first stage's migrator (`StageRuntime.migrator`)."""
+        return self.first.migrator()
+
+    def snapshots(self) -> ChannelSnapshots:
+        """The first stage's snapshots (`StageRuntime.snapshots`)."""
+        return self.first.snapshots()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def prepare(self) -> Layout:
         """Check the input topic (create it if the spec says how), create output topics, commit the
         first layout (or recover)."""
-        prepare_topics(self.spec)
+        prepare_topics(self.spec, [runtime.name for runtime in self.stages])
         Location.of(self.spec.elastic_root).ensure()
         self._take_lease()
         try:
-            self.registry.initialize(Layout.uniform(self.spec.channels))
+            for runtime in self.stages:
+                recovered = runtime.prepare()
+                if recovered.action != "nothing":
+                    log.warning("stage %s: recovered an interrupted rescale: %s", runtime.name, recovered)
             self.check_checkpoint()
-            recovered = self.migrator().recover()
             self.retention.recover()
         except BaseException:
             self._release_lease()
             raise
-        if recovered.action != "nothing":
-            log.warning("recovered an interrupted rescale: %s", recovered)
         return self.registry.committed()
 
     def _take_lease(self) -> None:
         """One writer per stream: LeaseHeld (naming the holder) if another process writes it."""
         if self._lease is None:
             self._lease = acquire(self.spec.elastic_root, f"stream driver of {self.spec.name}", self.spec.lease_ttl_s)
-            self.stage = dataclasses.replace(self.stage, fence=self._lease.fence)
-            self._migrator = None  # rebuilt with the fence
+            for runtime in self.stages:
+                runtime.fence_with(self._lease.fence)
 
     def _release_lease(self) -> None:
         if self._lease is not None:
@@ -157,19 +183,20 @@ class ElasticStream:
             self._lease = None
 
     def check_checkpoint(self) -> None:
-        """Refuse to start when the checkpoint and the channels' state cannot both be right."""
-        backend = self.migrator().backend
-        applied = {channel: backend.open(channel).version.batch for channel in backend.channels()}
-        files = StreamFiles(self.spec)
-        problem = checkpoint_mismatch(self.spec.checkpoint, files.newest_planned_batch(), applied)
-        if problem is not None:
-            raise CheckpointMismatch(f"stream {self.spec.name}: {problem}")
+        """Refuse to start when the checkpoint and any stage's channel state cannot both be right."""
+        newest_planned = StreamFiles(self.spec).newest_planned_batch()
+        for runtime in self.stages:
+            problem = checkpoint_mismatch(self.spec.checkpoint, newest_planned, runtime.applied_batches())
+            if problem is not None:
+                where = "" if len(self.stages) == 1 else f" (stage {runtime.name})"
+                raise CheckpointMismatch(f"stream {self.spec.name}{where}: {problem}")
 
     def start(self) -> StreamingQuery:
         self.prepare()
-        warmed_s = warm_python_workers(self.spark, self.spec.channels)
+        channels = self.total_channels()
+        warmed_s = warm_python_workers(self.spark, channels)
         if warmed_s is not None:
-            log.info("stream %s: %d Python workers started in %.2f s", self.spec.name, self.spec.channels, warmed_s)
+            log.info("stream %s: %d Python workers started in %.2f s", self.spec.name, channels, warmed_s)
         self.query = self._start_query()
         if self.admission is not None:
             threading.Thread(target=self._swap_on_cap_change, name=f"{self.spec.name}-admission", daemon=True).start()
@@ -202,14 +229,9 @@ class ElasticStream:
                 time.sleep(0.05)
             if self.query is not None and self.query.isActive:
                 self.query.stop()
-        self.metrics_outlet.close()
-        if self._snapshots is not None:
-            self._snapshots.close()
-            self._snapshots = None
+        for runtime in self.stages:
+            runtime.close()
         self.retention.close()  # no batch runs now: an unpublished staging is dropped
-        if self._migrator is not None:
-            self._migrator.backend.close()
-            self._migrator = None
         self._release_lease()
 
     def _swap_on_cap_change(self) -> None:
@@ -236,7 +258,7 @@ class ElasticStream:
                 self.query.stop()
                 forgotten = forget_unstarted_batch(
                     self.spec.checkpoint,
-                    lambda b: bool(self.rescaling.channels_holding(self.registry.committed(), b)),
+                    lambda b: any(r.rescaling.channels_holding(r.registry.committed(), b) for r in self.stages),
                 )
                 self.caps.refusing.clear()
                 self.caps.new_query = True  # before the query starts: its first batch reads it
@@ -253,29 +275,6 @@ class ElasticStream:
             self.caps.refusing.clear()
             self.caps.swapping.clear()
 
-    def migrator(self) -> Migrator:
-        """The driver's migrator. It reads and writes channel state through the durable history
-        only (`HistoryBackend`): the live working sets are in the executors' RocksDB, so opening
-        RocksDB stores here would rebuild whole channels inside the pause; the history gives
-        donate exactly the moved ranges, and executors apply the migration record by `sync()`.
-        Keys are not counted here (that would fold every channel): the last batch's metrics
-        already carry each channel's key count."""
-        if self._migrator is None:
-            # Bytes: the stores hold the operator codec's encoding, which a migration moves as is.
-            backend = HistoryBackend(BytesCodec(), durable=self.spec.elastic_root)
-            fence = self._lease.fence.check if self._lease is not None else None
-            self._migrator = Migrator(
-                Location.of(self.spec.elastic_root), backend, count_keys=False, max_workers=8, fence=fence
-            )
-        return self._migrator
-
-    def snapshots(self) -> ChannelSnapshots:
-        """The stream's snapshot policy and writer (`pipelines.streams.snapshots`)."""
-        if self._snapshots is None:
-            fence = self._lease.fence.check if self._lease is not None else None
-            self._snapshots = ChannelSnapshots(self.spec.snapshots, self.spec.elastic_root, fence)
-        return self._snapshots
-
     # -- one micro-batch ---------------------------------------------------------------------
 
     def process_batch(self, raw: DataFrame, batch_id: int) -> None:
@@ -283,11 +282,14 @@ class ElasticStream:
             # Nothing of this batch has happened yet; Spark replays it on the next start (or,
             # for a new cap, plans it again: forget_unstarted_batch).
             raise StopRequested(f"stream {self.spec.name} is stopping before batch {batch_id}")
-        context = BatchContext(batch_id, time.perf_counter(), self.registry.committed())
-        context.rescale = self._apply_pending_rescale(batch_id)
-        context.phase_ms["rescale"] = (time.perf_counter() - context.started) * 1000
-        context.layout = self.registry.routing_layout()
-        executors_target = self._follow_executors(context.layout)
+        started = time.perf_counter()
+        contexts = [BatchContext(batch_id, started, runtime.registry.committed()) for runtime in self.stages]
+        for runtime, context in zip(self.stages, contexts, strict=True):
+            # The horizontal barrier: a pending rescale is applied before the batch routes a record.
+            context.rescale = runtime.rescaling.apply_pending(batch_id)
+            context.layout = runtime.registry.routing_layout()
+        contexts[0].phase_ms["rescale"] = (time.perf_counter() - started) * 1000
+        executors_target = self._follow_executors()
         # Before the batch writes anything: swap in a compaction staged in the background
         # (quick), then begin staging the next one if due (off this batch's time).
         started = time.perf_counter()
@@ -296,32 +298,38 @@ class ElasticStream:
         self.retention.start_if_due(batch_id)
         raw = raw.persist()
         try:
-            metrics = self._run_batch(raw, context)
+            metrics, later = self._run_batch(raw, contexts)
         finally:
             raw.unpersist()
         self._note_executors(metrics, executors_target)
-        self._plan_snapshots(metrics)
+        for runtime, stage_metrics in zip(self.stages, [metrics, *later], strict=True):
+            self._plan_snapshots(runtime, stage_metrics)
         self.caps.after_batch(metrics)
-        self._publish(metrics)
+        self._publish(metrics, later)
 
-    def _apply_pending_rescale(self, batch_id: int) -> RescaleResult | None:
-        """The horizontal barrier: a pending rescale is applied before the batch routes a record."""
-        return self.rescaling.apply_pending(batch_id)
+    def later_layouts(self) -> dict[str, Layout]:
+        """Each later stage's committed layout, by stage (empty for a one-stage job)."""
+        return {runtime.name: runtime.registry.committed() for runtime in self.stages[1:]}
+
+    def total_channels(self) -> int:
+        """Channels of every stage's committed layout: the task slots the stream's batches use."""
+        return sum(runtime.registry.committed().n_channels for runtime in self.stages)
 
     def _executor_target(self, channels: int) -> int | None:
         """Executors `channels` channels get (None: executors do not follow channels here)."""
         return self.executor_scaling.executors_for(channels) if self.executors is not None else None
 
-    def _follow_executors(self, layout: Layout) -> int | None:
-        """Before the batch runs a task: the executors the layout's channels need asked for, the
+    def _follow_executors(self) -> int | None:
+        """Before the batch runs a task: the executors every stage's channels need asked for, the
         surplus released (those that served the fewest channels last batch); the target asked."""
         if self.executors is None:
             return None
         served = self.last_metrics.served_by_executor() if self.last_metrics is not None else Counter()
+        channels = sum(runtime.registry.routing_layout().n_channels for runtime in self.stages)
         try:
-            return self.executors.reconcile(layout.n_channels, served).target
+            return self.executors.reconcile(channels, served).target
         except Exception:  # executors follow at best effort: the batch runs on those it has
-            log.exception("asking for the executors of %d channels failed", layout.n_channels)
+            log.exception("asking for the executors of %d channels failed", channels)
             return None
 
     def _note_executors(self, metrics: BatchMetrics, target: int | None) -> None:
@@ -334,7 +342,10 @@ class ElasticStream:
             metrics.executors_target = target
             metrics.executors = len(self.executors.executor_ids())
 
-    def _run_batch(self, raw: DataFrame, context: BatchContext) -> BatchMetrics:
+    def _run_batch(self, raw: DataFrame, contexts: list[BatchContext]) -> tuple[BatchMetrics, list[BatchMetrics]]:
+        """The batch run through every stage; the first stage's metrics (with the batch's phases,
+        dead letters and late rows) and each later stage's."""
+        context = contexts[0]
         parsed = self.logic.parse(raw)
         try:
             good, rejected, counted = split_counting_rejected(parsed)
@@ -345,7 +356,7 @@ class ElasticStream:
                 parsed.persist()
             actions = {
                 "late": lambda: self.sinks.write_late(plan.late, context.batch_id),
-                "stage": lambda: self._run_stage(plan, raw, context),
+                "stage": lambda: self._run_stages(plan, raw, contexts),
             }
             if self.spec.archive_input:
                 actions["archive"] = lambda: self.sinks.archive(good, context.batch_id)
@@ -358,43 +369,80 @@ class ElasticStream:
             phase_ms["dead_letters"] = (time.perf_counter() - started) * 1000
         finally:
             parsed.unpersist()
-        channel_reports, rejected_by_stage = outputs["stage"]
-        metrics = batch_metrics(self.spec.name, context, channel_reports, dead_letters)
-        metrics.late_records = outputs["late"] + rejected_by_stage
+        stage_runs, rejected_by_stages = outputs["stage"]
+        metrics = batch_metrics(self.spec.name, context, stage_runs[0].reports, dead_letters)
+        metrics.late_records = outputs["late"] + rejected_by_stages
         metrics.phase_ms = {**context.phase_ms, **phase_ms}
-        return metrics
+        metrics.stage_ms = stage_runs[0].wall_ms
+        later = [
+            batch_metrics(self.spec.name, stage_context, run.reports, 0, runtime.name)
+            for runtime, stage_context, run in zip(self.stages[1:], contexts[1:], stage_runs[1:], strict=True)
+        ]
+        for stage_metrics, run in zip(later, stage_runs[1:], strict=True):
+            stage_metrics.stage_ms = run.wall_ms
+        return metrics, later
 
-    def _run_stage(self, plan: BatchPlan, raw: DataFrame, context: BatchContext) -> tuple[list[ChannelMetrics], int]:
-        """Run the elastic stage on the plan's input and probes, write results (and rows an operator
-        rejected) exactly once per batch id; each channel's report and the rejected rows' count."""
-        call = self.stage_calls.call(raw, context.layout, self.stage, context.batch_id)
-        output = self.logic.stage(plan, call)
-        # The Parquet write computes the stage (state is updated once, by this job); the Kafka copy
-        # then reads the cached rows.
-        if self.spec.results_to_kafka:
-            output.source.persist()
+    def _run_stages(self, plan: BatchPlan, raw: DataFrame, contexts: list[BatchContext]) -> tuple[list[StageRun], int]:
+        """Run the elastic stages in order on the plan's input (and each stage's probes), write the last
+        stage's results (and rows any operator rejected) exactly once per batch id; each stage's run
+        and the rejected rows' count.
+
+        A stage before the last is computed by a job of its own and cached, and the next stage reads
+        the cache: computed again, it would replay its batch (correct, by the replay contract, but
+        its time twice), and computed inside the next stage's job, it could run in tasks that are
+        not its channels' (`_operator_task`)."""
+        batch_id = contexts[0].batch_id
+        runs: list[StageRun] = []
         try:
-            self.sinks.write_results(output.results, context.batch_id)
-            if self.spec.results_to_kafka:
-                self.sinks.publish_results(output.results)
-            channel_reports = self.stage_calls.reports_of(call)
-            rejected = sum(r.rejected_records for r in channel_reports)
-            if rejected:
-                # Read again only when some were (a recomputation if not cached: the replay contract).
-                self.sinks.write_rejected(output.rejected, context.batch_id)
+            for index, (runtime, context) in enumerate(zip(self.stages, contexts, strict=True)):
+                call = runtime.calls.call(raw, context.layout, runtime.stage, batch_id)
+                run = self.logic.run_stage(index, plan, call, runs[-1].output if runs else None)
+                runs.append(run)
+                if index < len(self.stages) - 1:
+                    started = time.perf_counter()
+                    run.output.source.persist().count()
+                    run.wall_ms = (time.perf_counter() - started) * 1000
+                elif self.spec.results_to_kafka:
+                    run.output.source.persist()
+            return self._write_stage_outputs(runs, batch_id)
         finally:
-            if self.spec.results_to_kafka:
-                output.source.unpersist()
-        return channel_reports, rejected
+            for run in runs:
+                run.output.source.unpersist()
 
-    def _plan_snapshots(self, metrics: BatchMetrics) -> None:
+    def _write_stage_outputs(self, runs: list[StageRun], batch_id: int) -> tuple[list[StageRun], int]:
+        """Write the last stage's results and every stage's rejected rows; read each stage's reports."""
+        last = runs[-1]
+        # The Parquet write computes the last stage (state is updated once, by this job); the Kafka
+        # copy then reads the cached rows.
+        started = time.perf_counter()
+        self.sinks.write_results(last.output.results, batch_id)
+        if len(runs) > 1:
+            last.wall_ms = (time.perf_counter() - started) * 1000
+        if self.spec.results_to_kafka:
+            self.sinks.publish_results(last.output.results)
+        for runtime, run in zip(self.stages, runs, strict=True):
+            run.reports = runtime.calls.reports_of(run.call)
+        rejecting = [run for run in runs if run.rejected_records]
+        if rejecting:
+            # Read again only when some were (a recomputation if not cached: the replay contract).
+            rejected_rows = reduce(DataFrame.unionByName, [run.output.rejected for run in rejecting])
+            self.sinks.write_rejected(rejected_rows, batch_id)
+        return runs, sum(run.rejected_records for run in runs)
+
+    def _plan_snapshots(self, runtime: StageRuntime, metrics: BatchMetrics) -> None:
         try:
-            self.snapshots().after_batch(metrics)
+            runtime.snapshots().after_batch(metrics)
         except Exception:  # a snapshot shortens a recovery; its failure must not stop the stream
-            log.exception("snapshot planning after batch %d failed; the history stays complete", metrics.batch_id)
+            log.exception(
+                "snapshot planning of stage %s after batch %d failed; the history stays complete",
+                runtime.name,
+                metrics.batch_id,
+            )
 
-    def _publish(self, metrics: BatchMetrics) -> None:
+    def _publish(self, metrics: BatchMetrics, later: list[BatchMetrics]) -> None:
         self.last_metrics = metrics
-        self.metrics_outlet.publish(metrics)
+        for runtime, stage_metrics in zip(self.stages, [metrics, *later], strict=True):
+            runtime.last_metrics = stage_metrics
+            runtime.outlet.publish(stage_metrics)
         if self.on_metrics is not None:
             self.on_metrics(metrics)

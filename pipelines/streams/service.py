@@ -102,7 +102,11 @@ class StreamService:
     def start(self) -> None:
         self.stream.start()
         self.probes = ProbeEmitter(
-            self.spec.kafka, self.spec.input_topic, self.stream.registry.committed, self.spec.probe_period_s
+            self.spec.kafka,
+            self.spec.input_topic,
+            self.stream.registry.committed,
+            self.spec.probe_period_s,
+            later_stages=self.stream.later_layouts,
         )
         self.probes.start()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, field_validator
 
 from elasticity.admission import AdmissionOptions
 from elasticity.lease import DEFAULT_TTL_S
@@ -124,6 +124,12 @@ class StreamSpec(BaseModel):
         "(benchmarks and elasticity tests; run Spark with at least as many task slots as channels). 0: off.",
     )
 
+    stage_service_ms_per_record: dict[str, NonNegativeFloat] = Field(
+        default_factory=dict,
+        description="Per elastic stage (by name: 'main' is the first), a `service_ms_per_record` of its own: "
+        "makes one stage of a multi-stage job the bottleneck (benchmarks). Stages not named use the stream's.",
+    )
+
     @field_validator("job")
     @classmethod
     def _known_job(cls, job: str) -> str:
@@ -137,6 +143,10 @@ class StreamSpec(BaseModel):
         # Once, where the spec is built: a restart from another working directory, or a `file://`
         # spelling of the same folder, finds the same checkpoint and state.
         return uris.canonical(root)
+
+    def service_ms_per_record_of(self, stage: str) -> float:
+        """The simulated service time per record of elastic stage `stage`."""
+        return self.stage_service_ms_per_record.get(stage, self.service_ms_per_record)
 
     @property
     def kafka(self) -> KafkaConnection:

@@ -4,13 +4,17 @@ created with their retention when they do not exist."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pipelines.kafka_topics import TopicSpec, ensure_topics, require_topics, retention_configs
 from pipelines.streams.metrics import METRICS_TOPIC_CONFIGS
+from pipelines.streams.names import FIRST_STAGE, stage_metrics_topic
 from pipelines.streams.spec import StreamSpec
 
 
-def prepare_topics(spec: StreamSpec) -> None:
-    """Check the input topic (create it if the spec says how), create the output topics."""
+def prepare_topics(spec: StreamSpec, stages: Sequence[str] = (FIRST_STAGE,)) -> None:
+    """Check the input topic (create it if the spec says how), create the output topics (a metrics
+    topic per elastic stage)."""
     if spec.input_partitions is not None:
         topic = TopicSpec(name=spec.input_topic, partitions=spec.input_partitions)
         ensure_topics(spec.kafka, [topic])
@@ -29,6 +33,9 @@ def prepare_topics(spec: StreamSpec) -> None:
                 partitions=1,
                 configs=retention_configs(spec.dead_letter_retention_hours),
             ),
-            TopicSpec(name=spec.metrics_topic, partitions=1, configs=METRICS_TOPIC_CONFIGS),
+            *(
+                TopicSpec(name=stage_metrics_topic(spec.name, stage), partitions=1, configs=METRICS_TOPIC_CONFIGS)
+                for stage in stages
+            ),
         ],
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -182,3 +183,15 @@ def run_esp(config: Path, *args: str, timeout_s: float = 400) -> subprocess.Comp
         timeout=timeout_s,
         env={**os.environ, "COLUMNS": "200"},
     )
+
+
+def clicks_in_event_time_order(count: int, offset: int = 0, pages: int = 6) -> list[str]:
+    """Click records for the sessions jobs, in event-time order (1.5 s apart on average, 40 users);
+    a later `offset` is later in event time."""
+    rng = random.Random(offset)
+    t, clicks = 1_760_000_000_000 + offset * 3_000, []
+    for _ in range(count):
+        t += rng.randint(0, 3_000)
+        click = {"user_id": f"u{rng.randrange(40)}", "page": f"p{rng.randrange(pages)}", "event_time": t}
+        clicks.append(json.dumps(click))
+    return clicks

@@ -1,6 +1,6 @@
 """The rescale hand-off between a request and a running stream: answered exactly once.
 
-The stream's batch-boundary step (`ElasticStream._apply_pending_rescale`) runs here on the real
+The stream's batch-boundary step (`ElasticStream.rescaling.apply_pending`) runs here on the real
 state layer and Spark session, without a broker: the migrator is made to die (a BaseException,
 as a SIGKILL would end the driver) or fail (an Exception) at a named point, then a fresh stream
 object over the same folders restarts the way `prepare()` does (`recover()` first).
@@ -42,7 +42,7 @@ def _with_hook(stream, point: str, error: BaseException) -> None:
         if reached.startswith(point):
             raise error
 
-    stream._migrator = Migrator(Location.of(stream.spec.elastic_root), stream.migrator().backend, hook=hook)
+    stream.first.use_migrator(Migrator(Location.of(stream.spec.elastic_root), stream.migrator().backend, hook=hook))
 
 
 def test_a_crash_between_the_commit_and_the_answer_is_answered_not_applied_again(spark, tmp_path):
@@ -51,10 +51,10 @@ def test_a_crash_between_the_commit_and_the_answer_is_answered_not_applied_again
     ControlChannel(stream.spec.control_dir).request(request)
     _with_hook(stream, "committed", DriverKilled())
     with pytest.raises(DriverKilled):
-        stream._apply_pending_rescale(batch_id=5)
+        stream.rescaling.apply_pending(batch_id=5)
 
     restarted = _stream(spark, tmp_path)
-    answer = restarted._apply_pending_rescale(batch_id=5)
+    answer = restarted.rescaling.apply_pending(batch_id=5)
     assert answer is not None and answer.status == "committed" and answer.layout.epoch == 1 and answer.recovered
     assert restarted.registry.committed().epoch == 1  # split once, not twice
     assert restarted.registry.committed().n_channels == 3
@@ -68,7 +68,7 @@ def test_a_failed_migration_stays_failed_after_a_restart(spark, tmp_path):
     ControlChannel(stream.spec.control_dir).request(request)
     # Past the vertical barrier: a recover() would roll this forward if it were left pending.
     _with_hook(stream, "collect:applied", RuntimeError("disk full"))
-    answer = stream._apply_pending_rescale(batch_id=3)
+    answer = stream.rescaling.apply_pending(batch_id=3)
     assert answer is not None and answer.status == "failed" and "disk full" in answer.error
 
     restarted = _stream(spark, tmp_path)
@@ -81,9 +81,9 @@ def test_a_stale_request_is_refused(spark, tmp_path):
     stream = _stream(spark, tmp_path)
     control = ControlChannel(stream.spec.control_dir)
     control.request(RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=0))
-    assert stream._apply_pending_rescale(batch_id=1).status == "committed"
+    assert stream.rescaling.apply_pending(batch_id=1).status == "committed"
     stale = RescaleRequest(target=RescaleTarget(op="scale_to", channels=4), base_epoch=0)
     control.request(stale)
-    answer = stream._apply_pending_rescale(batch_id=2)
+    answer = stream.rescaling.apply_pending(batch_id=2)
     assert answer.status == "failed" and "stale" in answer.error
     assert stream.registry.committed().n_channels == 3

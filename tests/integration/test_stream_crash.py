@@ -4,7 +4,6 @@ pipelines, and the sessionization example: a user job whose operator keeps timer
 from __future__ import annotations
 
 import json
-import random
 import signal
 import time
 from collections import Counter
@@ -20,6 +19,7 @@ from pipelines.streams.names import (
     results_table_path,
 )
 from tests.integration.streams import (
+    clicks_in_event_time_order,
     committed_batches,
     config_for,
     kill_group,
@@ -83,13 +83,7 @@ SESSIONS_JOB = "examples.sessions.job:sessions_job"
 
 
 def _clicks(count: int, offset: int = 0) -> list[str]:
-    """Clicks in event-time order; a later `offset` is later in event time (1.5 s apart on average)."""
-    rng = random.Random(offset)
-    t, clicks = 1_760_000_000_000 + offset * 3_000, []
-    for _ in range(count):
-        t += rng.randint(0, 3_000)
-        clicks.append(json.dumps({"user_id": f"u{rng.randrange(40)}", "page": f"p{rng.randrange(6)}", "event_time": t}))
-    return clicks
+    return clicks_in_event_time_order(count, offset)
 
 
 def _sessions_check(spark, bootstrap, topic, root) -> dict:
@@ -130,13 +124,14 @@ def _wait_for_batches(checkpoint: str, at_least: int, process, timeout_s: float 
         time.sleep(0.2)
 
 
-# The built-in jobs' cases run in `make test-long`: in `make test` the crash-with-a-waiting-request
-# test kills the word count mid-batch three times (at the harder point: a channel holds the batch,
-# Spark has not committed it) and the short soak kills both built-in pipelines; the user job's
-# path (operator, timers, bytes state) is killed only here.
+# All run in `make test-long`. In `make test` the crash-with-a-waiting-request test kills the word
+# count mid-batch three times (at the harder point: a channel holds the batch, Spark has not
+# committed it), the short soak kills both built-in pipelines, and the two-stage job's crash test
+# (`test_multistage_stream`) kills the sessions operator's path (operator, timers, bytes state).
+@pytest.mark.long
 @pytest.mark.parametrize(
     "job",
-    [pytest.param(job, marks=[pytest.mark.long] if job != SESSIONS_JOB else []) for job in sorted(JOBS)],
+    sorted(JOBS),
     ids=lambda job: job.split(":")[-1],
 )
 def test_sigkill_mid_batch_twice_then_results_equal_the_oracle(job, spark, bootstrap, topic_factory, tmp_path):

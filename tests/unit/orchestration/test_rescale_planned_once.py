@@ -55,7 +55,7 @@ def _running_stream(spec: StreamSpec) -> Iterator[ElasticStream]:
         batch = 0
         while not done.wait(0.05):
             batch += 1
-            stream._apply_pending_rescale(batch)
+            stream.rescaling.apply_pending(batch)
 
     thread = threading.Thread(target=boundaries, daemon=True)
     thread.start()

@@ -76,3 +76,51 @@ def test_a_stream_names_a_built_in_job_or_a_reference():
     assert StreamSpec(job="examples.sessions.job:sessions_job").job.endswith(":sessions_job")
     with pytest.raises(ValueError, match="neither a built-in job"):
         StreamSpec(job="sessions")
+
+
+PAGES = pa.schema([pa.field("page", pa.string()), pa.field("n", pa.int64())])
+
+
+def _two_stages(**stage) -> api.Job:
+    arguments = {"name": "pages", "operator": _Echo(PAGES, key_column="page"), **stage}
+    return api.Job(parse=_parse, operator=_Echo(OUTPUT), result_key_columns=("page",), stages=(api.Stage(**arguments),))
+
+
+def test_a_chain_of_stages_ends_in_the_last_operators_results():
+    job = _two_stages(rekey=lambda rows: rows)
+    assert job.stage_names == ("main", "pages") and job.last_operator.output_schema == PAGES
+    # The results are the last stage's rows: a key column only the first stage has is refused.
+    with pytest.raises(api.JobError, match="last operator's output schema"):
+        api.Job(
+            parse=_parse,
+            operator=_Echo(OUTPUT),
+            result_key_columns=("key",),
+            stages=(api.Stage("pages", _Echo(PAGES, key_column="page"), rekey=lambda rows: rows),),
+        )
+
+
+@pytest.mark.parametrize(
+    ("stage", "named"),
+    [
+        ({}, "key column 'page' is not in the previous stage's output"),  # no rekey, and no `page` upstream
+        ({"name": "main", "rekey": _parse}, "not 'main'"),
+        ({"name": "Pages", "rekey": _parse}, "lower-case"),
+        ({"operator": object(), "rekey": _parse}, "KeyedOperator"),
+        ({"operator": _Echo(PAGES.append(pa.field("batch_id", pa.int64())), "page"), "rekey": _parse}, "reserved"),
+        ({"channels": 0, "rekey": _parse}, "channels must be within"),
+    ],
+)
+def test_a_stage_that_cannot_run_is_refused_naming_why(stage, named):
+    with pytest.raises(api.JobError, match=named):
+        _two_stages(**stage)
+
+
+def test_two_stages_of_one_name_are_refused():
+    stage = api.Stage("pages", _Echo(PAGES, key_column="page"), rekey=_parse)
+    with pytest.raises(api.JobError, match="used twice"):
+        api.Job(parse=_parse, operator=_Echo(OUTPUT), result_key_columns=("page",), stages=(stage, stage))
+
+
+def test_the_example_two_stage_job_loads_by_reference():
+    job = api.load_job("examples.sessions.pages:pages_job")
+    assert job.stage_names == ("main", "pages") and job.result_key_columns == ("landing_page",)

@@ -1,4 +1,4 @@
-"""The stream's batch-boundary rescale step (`ElasticStream._apply_pending_rescale`) on the real
+"""The stream's batch-boundary rescale step (`ElasticStream.rescaling.apply_pending`) on the real
 state layer, without Spark or a broker: a planned layout is applied as given (under the next
 free epoch), one that is not a successor of the committed layout is refused with the reason, and
 a request without a plan is planned by the stream from its target. Every answer is a typed
@@ -31,7 +31,7 @@ def stream(tmp_path):
 
 def _apply(stream: ElasticStream, request: RescaleRequest):
     ControlChannel(stream.spec.control_dir).request(request)
-    answer = stream._apply_pending_rescale(batch_id=7)
+    answer = stream.rescaling.apply_pending(batch_id=7)
     assert answer is not None
     assert ControlChannel(stream.spec.control_dir).result(request.request_id) == answer  # published as returned
     assert ControlChannel(stream.spec.control_dir).take_request() is None  # answered once
