@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dagster import AssetCheckSpec, AssetKey
 
+from pipelines.streams.names import FIRST_STAGE
+
 CODE_LOCATION = "esp"
 """The code location's name (`location_name` in workspace.yaml; the two must stay equal)."""
 
@@ -28,9 +30,10 @@ def stream_asset_key(stream: str) -> AssetKey:
     return AssetKey(f"{stream}_stream")
 
 
-def layout_asset_key(stream: str) -> AssetKey:
-    """The resizing asset: the partition layout of the stream's elastic stage."""
-    return AssetKey(f"{stream}_layout")
+def layout_asset_key(stream: str, stage: str = FIRST_STAGE) -> AssetKey:
+    """The resizing asset: the partition layout of one elastic stage of the stream (a multi-stage
+    job's later stages have their own: `<stream>_<stage>_layout`)."""
+    return AssetKey(f"{stream}_layout" if stage == FIRST_STAGE else f"{stream}_{stage}_layout")
 
 
 def results_asset_key(stream: str) -> AssetKey:
@@ -80,9 +83,14 @@ def stream_job_name(stream: str) -> str:
     return f"{stream}_stream_job"
 
 
-def resize_job_name(stream: str) -> str:
-    """The job whose run rescales the stream (materializes its layout asset)."""
-    return f"{stream}_resize_job"
+def resize_job_name(stream: str, stage: str = FIRST_STAGE) -> str:
+    """The job whose run rescales one elastic stage of the stream (materializes its layout asset)."""
+    return f"{stream}_resize_job" if stage == FIRST_STAGE else f"{stream}_{stage}_resize_job"
+
+
+def rescale_tag_value(stream: str, stage: str = FIRST_STAGE) -> str:
+    """The `RESCALE_TAG` value of a stage's rescale runs: one run per stage at a time."""
+    return stream if stage == FIRST_STAGE else f"{stream}.{stage}"
 
 
 def stop_job_name(stream: str) -> str:

@@ -37,6 +37,7 @@ from orchestration.names import (
     RESCALE_TAG,
     RESIZE_MAX_WAIT_S,
     layout_asset_key,
+    rescale_tag_value,
     stream_asset_key,
     stream_job_name,
 )
@@ -44,6 +45,7 @@ from orchestration.resources import EspSettingsResource
 from orchestration.runs import ACTIVE_RUN_STATUSES
 from orchestration.streams.catalog import StreamEntry, stream_spec
 from pipelines.streams.control import RescaleResult
+from pipelines.streams.names import FIRST_STAGE
 
 
 class RescaleTargetConfig(Config):
@@ -123,17 +125,20 @@ def stream_is_running(
     return False, "it never ran" if age is None else f"its checkpoint last moved {age:.0f} s ago"
 
 
-def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
-    key = layout_asset_key(entry.name)
+def make_layout_asset(entry: StreamEntry, stage: str = FIRST_STAGE) -> AssetsDefinition:
+    """The resizing asset of one elastic stage of the stream (a multi-stage job has one per stage)."""
+    key = layout_asset_key(entry.name, stage)
+    which = "elastic stage" if stage == FIRST_STAGE else f"elastic stage `{stage}`"
+    plot_prefix = "" if stage == FIRST_STAGE else f"{stage}-"
 
     @asset(
         key=key,
         group_name=ELASTICITY_GROUP,
         deps=[stream_asset_key(entry.name)],
         output_required=False,
-        description=f"The partition layout of the `{entry.name}` stream's elastic stage; a run rescales it "
+        description=f"The partition layout of the `{entry.name}` stream's {which}; a run rescales it "
         "(online at a batch boundary, or offline on a stopped stream) and records the cost.",
-        op_tags={RESCALE_TAG: entry.name},
+        op_tags={RESCALE_TAG: rescale_tag_value(entry.name, stage)},
     )
     def layout_asset(context: AssetExecutionContext, config: LayoutConfig, esp_settings: EspSettingsResource):
         from orchestration.elasticity.realizer import (
@@ -149,10 +154,12 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
         from pipelines.streams.files import StreamFiles
 
         spec = stream_spec(esp_settings.load(), entry)
-        files = StreamFiles(spec)
+        files = StreamFiles(spec, stage)
         current = files.committed_layout()
         if current is None:
-            raise Failure(f"stream {entry.name} has no committed layout under {spec.elastic_root}: start it once first")
+            raise Failure(
+                f"stream {entry.name} has no committed layout under {files.paths.elastic}: start it once first"
+            )
         target = RescaleTarget(**config.target.model_dump())
         try:
             plan = plan_rescale(current, target)
@@ -161,7 +168,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
         plots = spec.plots_dir
 
         if config.dry_run:
-            path = uris.join(plots, f"plan-e{plan.after.epoch}.png")
+            path = uris.join(plots, f"{plot_prefix}plan-e{plan.after.epoch}.png")
             context.log.info(
                 "dry run: %s would move %.1f%% of the ring (ideal %.1f%%)",
                 describe_target(target),
@@ -189,7 +196,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
                 describe_target(target),
             )
             try:
-                result = rescale_online(spec, target, reason, config.timeout_s, plan=plan)
+                result = rescale_online(spec, target, reason, config.timeout_s, plan=plan, stage=stage)
             except (TimeoutError, RuntimeError) as error:
                 raise Failure(str(error)) from None
         elif not config.allow_offline:
@@ -197,7 +204,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
         else:
             context.log.info("stream %s is not running (%s): migrating its state offline", entry.name, why)
             try:
-                result = rescale_offline(spec, target, reason, plan=plan)
+                result = rescale_offline(spec, target, reason, plan=plan, stage=stage)
             except OfflineRefused as refused:
                 raise Failure(f"offline rescale refused: {refused}") from None
         if not result.committed or result.layout is None:
@@ -210,7 +217,7 @@ def make_layout_asset(entry: StreamEntry) -> AssetsDefinition:
         if after.renumbered(plan.after.epoch) != plan.after:
             raise Failure(f"the stream committed layout epoch {after.epoch}, which is not the one planned")
         done = plan.renumbered(after.epoch)
-        path = uris.join(plots, f"layout-e{after.epoch}.png")
+        path = uris.join(plots, f"{plot_prefix}layout-e{after.epoch}.png")
         metadata = {
             **_plan_metadata(done, path, write_share_plot(done, path)),
             **_cost_metadata(result),

@@ -1,13 +1,14 @@
-"""Definitions of the elasticity domain: per catalogued stream, the resizing asset, its job, its sensor,
-and the policy asset with the job that changes it from the UI.
+"""Definitions of the elasticity domain: per catalogued stream, a resizing asset and its job per elastic
+stage of its job, its sensor, and the policy asset with the job that changes it from the UI.
 
 `elasticity_definitions(...)` builds them for any stream entries, interval and default policy
 (tests and other code locations call it with their own); `defs` is the code location's set.
 """
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from dagster import DefaultSensorStatus, Definitions, define_asset_job
+from dagster import AssetsDefinition, DefaultSensorStatus, Definitions, define_asset_job
 
 from orchestration.elasticity.assets import make_layout_asset
 from orchestration.elasticity.policy import ElasticityPolicy
@@ -19,9 +20,10 @@ from orchestration.names import (
     RESCALE_TAG,
     RESIZE_MAX_RUNTIME_S,
     policy_job_name,
+    rescale_tag_value,
     resize_job_name,
 )
-from orchestration.streams.catalog import StreamEntry, catalog_streams, entry_policy
+from orchestration.streams.catalog import StreamEntry, catalog_streams, entry_policy, entry_stages
 
 
 def elasticity_definitions(
@@ -38,22 +40,33 @@ def elasticity_definitions(
     default = policy or ElasticityPolicy(sample_period_s=float(interval_s))
     for entry in catalog_streams() if entries is None else entries:
         stream_default = entry_policy(entry, default)
-        layout = make_layout_asset(entry)
-        # The tag puts manual launches under the same one-rescale-per-stream concurrency limit.
-        # A resize run whose process died (its code server or the daemon killed) would stay STARTED
-        # and hold the concurrency slot forever: Dagster's run monitoring fails it after the limit.
-        tags = {RESCALE_TAG: entry.name, MAX_RUNTIME_TAG: str(RESIZE_MAX_RUNTIME_S)}
-        job = define_asset_job(
-            resize_job_name(entry.name), selection=[layout], tags=tags, executor_def=SHORT_JOB_EXECUTOR
-        )
+        resizing = [_resizing(entry, stage) for stage in entry_stages(entry)]
         policy_asset = make_policy_asset(entry, stream_default)
-        assets += [layout, policy_asset]
+        assets += [*(layout for layout, _ in resizing), policy_asset]
         jobs += [
-            job,
+            *(job for _, job in resizing),
             define_asset_job(policy_job_name(entry.name), selection=[policy_asset], executor_def=SHORT_JOB_EXECUTOR),
         ]
-        sensors.append(make_elasticity_sensor(entry, job.name, interval_s, stream_default, default_status, source))
+        # The control loop acts on the first stage (a later stage is rescaled by a run of its own job).
+        first_job = resizing[0][1]
+        sensors.append(
+            make_elasticity_sensor(entry, first_job.name, interval_s, stream_default, default_status, source)
+        )
     return Definitions(assets=assets, jobs=jobs, sensors=sensors)
+
+
+def _resizing(entry: StreamEntry, stage: str) -> tuple[AssetsDefinition, Any]:
+    """One elastic stage's resizing asset and the job whose run rescales it (`define_asset_job`'s,
+    whose type Dagster does not export)."""
+    layout = make_layout_asset(entry, stage)
+    # The tag puts manual launches under the same one-rescale-per-stage concurrency limit.
+    # A resize run whose process died (its code server or the daemon killed) would stay STARTED
+    # and hold the concurrency slot forever: Dagster's run monitoring fails it after the limit.
+    tags = {RESCALE_TAG: rescale_tag_value(entry.name, stage), MAX_RUNTIME_TAG: str(RESIZE_MAX_RUNTIME_S)}
+    job = define_asset_job(
+        resize_job_name(entry.name, stage), selection=[layout], tags=tags, executor_def=SHORT_JOB_EXECUTOR
+    )
+    return layout, job
 
 
 defs = elasticity_definitions()

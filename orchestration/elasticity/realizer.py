@@ -35,6 +35,7 @@ from pipelines.streams.control import (
     written_at,
 )
 from pipelines.streams.files import StreamFiles
+from pipelines.streams.names import FIRST_STAGE, stage_paths
 from pipelines.streams.spec import StreamSpec
 
 KEEP_PLOTS = 32
@@ -109,34 +110,42 @@ def plan_rescale(current: Layout, target: RescaleTarget, epoch: int | None = Non
 
 
 def rescale_online(
-    spec: StreamSpec, target: RescaleTarget, reason: str, timeout_s: float, plan: RescalePlan | None = None
+    spec: StreamSpec,
+    target: RescaleTarget,
+    reason: str,
+    timeout_s: float,
+    plan: RescalePlan | None = None,
+    stage: str = FIRST_STAGE,
 ) -> RescaleResult:
-    """Ask the running stream to apply `plan` at its next batch boundary; its typed answer.
+    """Ask the running stream to apply `plan` to elastic stage `stage` at its next batch boundary;
+    its typed answer.
 
     The request carries the planned layout and the epoch it was planned on: the stream applies
     exactly that layout, or refuses it as stale if it rescaled in the meantime. On timeout the
     request stays in the control folder: the stream applies it when it reaches a batch boundary,
     and the sensor treats it as in flight until then.
     """
-    plan = plan or plan_on_committed(spec, target)
-    control = ControlChannel(spec.control_dir)
+    plan = plan or plan_on_committed(spec, target, stage)
+    control = ControlChannel(stage_paths(spec.folder, stage).control)
     request = RescaleRequest(target=target, reason=reason, base_epoch=plan.before.epoch, planned=plan.after)
     control.request(request)
     return control.wait_for_result(request.request_id, timeout_s)
 
 
-def plan_on_committed(spec: StreamSpec, target: RescaleTarget) -> RescalePlan:
-    """`target` planned on the stream's committed layout (ValueError if it has none or it makes no sense)."""
-    current = StreamFiles(spec).committed_layout()
+def plan_on_committed(spec: StreamSpec, target: RescaleTarget, stage: str = FIRST_STAGE) -> RescalePlan:
+    """`target` planned on the stage's committed layout (ValueError if it has none or it makes no sense)."""
+    files = StreamFiles(spec, stage)
+    current = files.committed_layout()
     if current is None:
-        raise ValueError(f"stream {spec.name} has no committed layout under {spec.elastic_root}: start it once first")
+        raise ValueError(f"stream {spec.name} has no committed layout under {files.paths.elastic}: start it once first")
     return plan_rescale(current, target)
 
 
 def rescale_offline(
-    spec: StreamSpec, target: RescaleTarget, reason: str, plan: RescalePlan | None = None
+    spec: StreamSpec, target: RescaleTarget, reason: str, plan: RescalePlan | None = None, stage: str = FIRST_STAGE
 ) -> RescaleResult:
-    """Migrate a stopped stream's state to `plan`'s layout here, with the stream's own protocol."""
+    """Migrate a stopped stream's state of elastic stage `stage` to `plan`'s layout here, with the
+    stream's own protocol (under the stream's lease, which every stage shares)."""
     from elasticity.lease import LeaseHeld, acquire
 
     # Held for the whole migration: a stream start meanwhile is refused, naming this process.
@@ -145,26 +154,27 @@ def rescale_offline(
     except LeaseHeld as held:
         raise OfflineRefused(f"stream {spec.name} is running or being rescaled: {held}") from None
     try:
-        return _rescale_offline_leased(spec, plan or plan_on_committed(spec, target), reason, lease.fence.check)
+        plan = plan or plan_on_committed(spec, target, stage)
+        return _rescale_offline_leased(spec, plan, reason, lease.fence.check, stage)
     finally:
         lease.release()
 
 
 def _rescale_offline_leased(
-    spec: StreamSpec, plan: RescalePlan, reason: str, fence: Callable[[], None] | None
+    spec: StreamSpec, plan: RescalePlan, reason: str, fence: Callable[[], None] | None, stage: str
 ) -> RescaleResult:
     from elasticity.migration import Migrator
     from elasticity.state import BytesCodec, Location
     from elasticity.state.kinds import build_backend
 
-    files = StreamFiles(spec)
+    files = StreamFiles(spec, stage)
     if files.committed_layout() is None:
         raise OfflineRefused(
-            f"stream {spec.name} has no committed layout under {spec.elastic_root}: start it once first"
+            f"stream {spec.name} has no committed layout under {files.paths.elastic}: start it once first"
         )
     if (waiting := files.pending_request()) is not None:
         raise OfflineRefused(
-            f"request {waiting.request_id} ({describe_target(waiting.target)}) is waiting in {spec.control_dir} "
+            f"request {waiting.request_id} ({describe_target(waiting.target)}) is waiting in {files.paths.control} "
             "for the stream; start the stream so it applies it, or delete the request file, then retry"
         )
     if (batch := files.batch_in_flight()) is not None:
@@ -174,10 +184,10 @@ def _rescale_offline_leased(
             "batch, stop it, then rescale"
         )
     started = time.perf_counter()
-    scratch = os.path.join(spec.local_state, "offline-rescale")  # always on this machine (names)
+    scratch = os.path.join(files.paths.local, "offline-rescale")  # always on this machine (names)
     # Bytes: the stores hold the operator's encoded values, and a migration moves them as they are.
-    backend = build_backend(spec.store_kind, BytesCodec(), spec.elastic_root, scratch)
-    migrator = Migrator(Location.of(spec.elastic_root), backend, fence=fence)
+    backend = build_backend(spec.store_kind, BytesCodec(), files.paths.elastic, scratch)
+    migrator = Migrator(Location.of(files.paths.elastic), backend, fence=fence)
     try:
         migrator.recover()
         committed = migrator.registry.committed()

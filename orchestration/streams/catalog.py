@@ -19,6 +19,7 @@ Why a factory and not Dagster Components: Components want the `dg` project layou
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from elasticity.state import uris
 from orchestration.elasticity.policy import ElasticityPolicy
 from pipelines.settings import EspSettings
+from pipelines.streams.names import FIRST_STAGE
 from pipelines.streams.spec import BUILT_IN_JOBS, StreamSpec
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CATALOG = Path("streams.yaml")
 """The catalog read when none is named: `streams.yaml` in the working directory (the code
@@ -113,6 +117,21 @@ def catalog_streams(path: Path = DEFAULT_CATALOG) -> tuple[StreamEntry, ...]:
 def is_user_stream(entry: StreamEntry) -> bool:
     """Whether the stream runs a user's job (a `module:function`) rather than a built-in one."""
     return entry.job not in BUILT_IN_JOBS
+
+
+def entry_stages(entry: StreamEntry) -> tuple[str, ...]:
+    """The elastic stages of the stream's job, first stage first: the built-in jobs have one; a user
+    job says (`pipelines.api.Job.stage_names`). A user job that cannot be loaded here gets its first
+    stage's definitions only, and a warning: its stream reports the error itself when it starts."""
+    if not is_user_stream(entry):
+        return (FIRST_STAGE,)
+    from pipelines.api import JobError, load_job
+
+    try:
+        return load_job(entry.job).stage_names
+    except JobError as error:
+        log.warning("stream %s: %s; only its first stage gets a resizing asset", entry.name, error)
+        return (FIRST_STAGE,)
 
 
 def entry_policy(entry: StreamEntry, default: ElasticityPolicy) -> ElasticityPolicy:

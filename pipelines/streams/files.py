@@ -1,7 +1,7 @@
 """What a stream's folders say, read from outside its process (the sensor, the resizing asset, benchmarks).
 
-`StreamFiles(spec)`: the committed layout, a pending migration, a waiting rescale request, the
-heartbeat (newest checkpoint file) and a batch begun but not committed.
+`StreamFiles(spec, stage)`: a stage's committed layout, pending migration and waiting rescale
+request; the stream's heartbeat (newest checkpoint file) and a batch begun but not committed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from elasticity.migration.registry import LayoutRegistry, RegistryError
 from elasticity.state import Location
 from pipelines.streams.control import ControlChannel, RescaleRequest
 from pipelines.streams.metrics import checkpoint_batch_ids
+from pipelines.streams.names import FIRST_STAGE, stage_paths
 from pipelines.streams.spec import StreamSpec
 
 
@@ -44,14 +45,17 @@ def checkpoint_mismatch(checkpoint: str, planned: int | None, channel_batches: d
 
 
 class StreamFiles:
-    """The stream's folders as seen from outside its process."""
+    """The stream's folders as seen from outside its process; the layout and rescale requests are
+    those of one elastic stage (`stage`: the first by default)."""
 
-    def __init__(self, spec: StreamSpec) -> None:
+    def __init__(self, spec: StreamSpec, stage: str = FIRST_STAGE) -> None:
         self.spec = spec
+        self.stage = stage
+        self.paths = stage_paths(spec.folder, stage)
         self.checkpoint = Location.of(spec.checkpoint)
 
     def registry(self) -> LayoutRegistry:
-        return LayoutRegistry(Location.of(self.spec.elastic_root))
+        return LayoutRegistry(Location.of(self.paths.elastic))
 
     def committed_layout(self) -> Layout | None:
         try:
@@ -66,7 +70,7 @@ class StreamFiles:
             return None
 
     def pending_request(self) -> RescaleRequest | None:
-        return ControlChannel(self.spec.control_dir).take_request()
+        return ControlChannel(self.paths.control).take_request()
 
     def _batch_ids(self, folder: str) -> list[int]:
         return checkpoint_batch_ids(self.checkpoint.child(folder))

@@ -111,3 +111,43 @@ def test_only_the_newest_share_plots_are_kept(tmp_path):
         os.utime(path, (stamp, stamp))
     kept = sorted(int(p.stem.removeprefix("layout-e")) for p in tmp_path.glob("*.png"))
     assert kept == list(range(4, KEEP_PLOTS + 4))  # the oldest go once a newer one is written
+
+
+PAGES_ENTRY = StreamEntry(name="paged", job="examples.sessions.pages:pages_job", input_topic="clicks")
+
+
+def test_a_later_stages_resizing_asset_rescales_that_stage_only(settings, tmp_path):
+    """A two-stage job gets a resizing asset per stage; the second stage's migrates the second
+    stage's state (every key owned once) and leaves the first stage's layout and state as they were."""
+    from orchestration.elasticity.definitions import elasticity_definitions
+    from pipelines.streams.names import stage_paths
+
+    definitions = elasticity_definitions([PAGES_ENTRY])
+    keys = {asset.key for asset in definitions.assets}
+    assert {layout_asset_key("paged"), layout_asset_key("paged", "pages")} <= keys
+    spec = stream_spec(settings.load(), PAGES_ENTRY)
+    expected = {}
+    for stage, seed in (("main", 1), ("pages", 2)):
+        elastic = stage_paths(spec.folder, stage).elastic
+        LayoutRegistry(Location.of(elastic)).initialize(Layout.uniform(2))
+        backend = RocksBackend(Int64Codec(), durable=elastic, local_dir=str(tmp_path / f"seed-{stage}"))
+        expected[stage] = populate(backend, Layout.uniform(2), 500 * seed)
+        backend.close()
+    op = op_name(layout_asset_key("paged", "pages"))
+    with DagsterInstance.ephemeral() as instance:
+        result = materialize(
+            [make_layout_asset(PAGES_ENTRY, "pages")],
+            instance=instance,
+            resources={"esp_settings": settings},
+            run_config={
+                "ops": {op: {"config": {"alive_within_s": 0.001, "target": {"op": "scale_to", "channels": 3}}}}
+            },
+            raise_on_error=False,
+        )
+    assert result.success
+    for stage, channels in (("pages", 3), ("main", 2)):
+        elastic = stage_paths(spec.folder, stage).elastic
+        backend = RocksBackend(Int64Codec(), durable=elastic, local_dir=str(tmp_path / f"check-{stage}"))
+        layout = assert_owned_exactly_once(backend, elastic, expected[stage])
+        backend.close()
+        assert layout.n_channels == channels, stage
