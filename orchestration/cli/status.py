@@ -22,8 +22,8 @@ def _read_all(settings, names: list[str] | None, previous: dict[str, OffsetSampl
     from orchestration.elasticity.decisions import read_decision
     from orchestration.elasticity.policy import ElasticityPolicy, PolicyFileError, load_policy
     from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S
-    from orchestration.elasticity.status import StreamStatus, driver_of, read_status
-    from orchestration.streams.catalog import catalog_streams, entry_policy, stream_spec
+    from orchestration.elasticity.status import StreamStatus, driver_of, later_stage_layouts, read_status
+    from orchestration.streams.catalog import catalog_streams, entry_policy, entry_stages, stream_spec
 
     default = ElasticityPolicy(sample_period_s=float(DEFAULT_INTERVAL_S))
     statuses = []
@@ -46,7 +46,8 @@ def _read_all(settings, names: list[str] | None, previous: dict[str, OffsetSampl
             )
         except (KafkaError, OSError) as error:
             status = StreamStatus(entry.name, policy.slo_s * 1000, decision=decision, problem=f"Kafka: {error}")
-        statuses.append(dataclasses.replace(status, driver=driver_of(spec.elastic_root)))
+        later = later_stage_layouts(spec, entry_stages(entry)[1:])
+        statuses.append(dataclasses.replace(status, driver=driver_of(spec.elastic_root), later_stages=later))
     return statuses
 
 

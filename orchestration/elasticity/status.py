@@ -3,7 +3,8 @@
 `read_status` takes one reading of a stream (its metrics topic and Kafka offsets, through a
 `StreamSource`: the real `KafkaStreamSource` or a test's fake), its effective policy and the
 sensor's last decision (`decisions.py`), and returns a `StreamStatus`; `driver_of` names the
-process that writes the stream (its lease's live holder); `render_status` draws
+process that writes the stream (its lease's live holder); `later_stage_layouts` reads a
+multi-stage job's other stages' channels; `render_status` draws
 the rows as a rich table. The CLI (`orchestration.cli.status`) refreshes it live.
 """
 
@@ -19,6 +20,16 @@ from rich.text import Text
 from orchestration.elasticity.collector import NotReady, OffsetSample, StreamSource, collect
 from orchestration.elasticity.decisions import DecisionRecord
 from orchestration.elasticity.policy import ElasticityPolicy
+from pipelines.streams.spec import StreamSpec
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """A later elastic stage of a multi-stage job: its name and committed layout (None: none yet)."""
+
+    stage: str
+    channels: int | None
+    epoch: int | None
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,8 @@ class StreamStatus:
     problem: str | None = None
     driver: str | None = None
     """Who writes the stream (its lease's live holder: pid and host); None when nobody does."""
+    later_stages: tuple[StageLayout, ...] = ()
+    """A multi-stage job's later stages, each with its own channels (the row's are the first stage's)."""
 
 
 def read_status(
@@ -80,6 +93,25 @@ def driver_of(elastic_root: str) -> str | None:
     return None if holder is None else f"pid {holder.pid} on {holder.host}"
 
 
+def later_stage_layouts(spec: StreamSpec, stages: Sequence[str]) -> tuple[StageLayout, ...]:
+    """The committed layout of each of `stages` (a multi-stage job's later stages), read from its folder."""
+    from pipelines.streams.files import StreamFiles
+
+    layouts = []
+    for stage in stages:
+        layout = StreamFiles(spec, stage).committed_layout()
+        layouts.append(
+            StageLayout(stage, None if layout is None else layout.n_channels, None if layout is None else layout.epoch)
+        )
+    return tuple(layouts)
+
+
+def _channels(status: StreamStatus) -> str:
+    first = "–" if status.channels is None else f"{status.channels} (e{status.epoch})"
+    later = [f"{s.stage}: {'–' if s.channels is None else f'{s.channels} (e{s.epoch})'}" for s in status.later_stages]
+    return "\n".join([first, *later])
+
+
 def _number(value: float | None, unit: str = "") -> str:
     return "–" if value is None else f"{value:,.0f}{unit}"
 
@@ -121,11 +153,10 @@ def render_status(statuses: Sequence[StreamStatus], now_s: float | None = None) 
     table.add_column("p99 / SLO ms", justify="right")
     table.add_column("last decision", ratio=1)
     for status in statuses:
-        channels = "–" if status.channels is None else f"{status.channels} (e{status.epoch})"
         table.add_row(
             status.name,
             Text(status.driver) if status.driver is not None else Text("none", style="dim"),
-            channels,
+            _channels(status),
             _number(status.input_rps),
             _number(status.processed_rps),
             _number(status.lag_records),

@@ -82,3 +82,19 @@ def test_the_sensors_last_decision_is_read_back(tmp_path):
     assert read_decision(tmp_path) == record
     (tmp_path / "last-decision.json").write_text("{broken")
     assert read_decision(tmp_path) is None
+
+
+def test_a_multi_stage_streams_later_stages_show_their_own_channels(tmp_path):
+    from elasticity.layout import Layout
+    from elasticity.migration import LayoutRegistry
+    from elasticity.state import Location
+    from orchestration.elasticity.status import later_stage_layouts
+    from pipelines.streams.names import stage_paths
+    from pipelines.streams.spec import StreamSpec
+
+    spec = StreamSpec(name="paged", job="examples.sessions.pages:pages_job", root=str(tmp_path))
+    LayoutRegistry(Location.of(stage_paths(spec.folder, "pages").elastic)).initialize(Layout.uniform(5))
+    later = later_stage_layouts(spec, ["pages", "never_started"])
+    assert [(s.stage, s.channels, s.epoch) for s in later] == [("pages", 5, 0), ("never_started", None, None)]
+    text = _text(render_status([StreamStatus("paged", 5000, channels=2, epoch=1, later_stages=later)], NOW))
+    assert "2 (e1)" in text and "pages: 5 (e0)" in text and "never_started: –" in text
