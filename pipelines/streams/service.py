@@ -27,6 +27,40 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class StageFigures:
+    """One elastic stage of a multi-stage job at its last batch: channels, rows in and out (their
+    ratio is its selectivity), its own job's time and its probes' p99 (through the stages before it)."""
+
+    stage: str
+    channels: int
+    rows_in: int
+    rows_out: int
+    stage_ms: float
+    p99_ms: float
+
+    @classmethod
+    def of(cls, metrics: BatchMetrics) -> StageFigures:
+        return cls(
+            metrics.stage,
+            metrics.channels,
+            metrics.input_records,
+            metrics.output_rows or 0,
+            metrics.stage_ms or 0.0,
+            latency_percentiles(metrics.probe_latencies)["p99"],
+        )
+
+    def as_metadata(self) -> dict[str, float | int]:
+        prefix = f"stage_{self.stage}"
+        return {
+            f"{prefix}_channels": self.channels,
+            f"{prefix}_rows_in": self.rows_in,
+            f"{prefix}_rows_out": self.rows_out,
+            f"{prefix}_ms": round(self.stage_ms, 1),
+            f"{prefix}_probe_p99_ms": round(self.p99_ms, 1),
+        }
+
+
+@dataclass(frozen=True)
 class Observation:
     """What the stream looks like now: the figures the UI shows."""
 
@@ -55,29 +89,36 @@ class Observation:
     """Time moved channels spent getting their working set current on their new executor, in the window."""
     executors: int | None = None
     """Executors the stream had at its last batch (None: executors do not follow channels)."""
+    stages: tuple[StageFigures, ...] = ()
+    """A multi-stage job's every stage at its last batch (empty for a one-stage job)."""
 
     def as_metadata(self) -> dict[str, float | int]:
         following = {} if self.executors is None else {"executors": self.executors}
-        return following | {
-            "batch_id": -1 if self.batch_id is None else self.batch_id,
-            "layout_epoch": self.epoch,
-            "channels": self.channels,
-            "input_rows_per_s": round(self.input_rows_per_s, 1),
-            "processed_rows_per_s": round(self.processed_rows_per_s, 1),
-            "lag_records": self.lag_records,
-            "probe_latency_p50_ms": round(self.latency_ms["p50"], 1),
-            "probe_latency_p99_ms": round(self.latency_ms["p99"], 1),
-            "batches_done": self.batches_done,
-            "rejected_records": self.rejected_records,
-            "state_keys": self.state_keys,
-            "state_bytes": self.state_bytes,
-            "probe_failures_in_a_row": self.probe_failures_in_a_row,
-            "predicted_recovery_s": round(self.predicted_recovery_s, 3),
-            "snapshots_written": self.snapshots_written,
-            "channels_moved": self.channels_moved,
-            "rebuilt_channels": self.rebuilt_channels,
-            "moved_open_ms": round(self.moved_open_ms, 1),
-        }
+        per_stage = {key: value for stage in self.stages for key, value in stage.as_metadata().items()}
+        return (
+            following
+            | per_stage
+            | {
+                "batch_id": -1 if self.batch_id is None else self.batch_id,
+                "layout_epoch": self.epoch,
+                "channels": self.channels,
+                "input_rows_per_s": round(self.input_rows_per_s, 1),
+                "processed_rows_per_s": round(self.processed_rows_per_s, 1),
+                "lag_records": self.lag_records,
+                "probe_latency_p50_ms": round(self.latency_ms["p50"], 1),
+                "probe_latency_p99_ms": round(self.latency_ms["p99"], 1),
+                "batches_done": self.batches_done,
+                "rejected_records": self.rejected_records,
+                "state_keys": self.state_keys,
+                "state_bytes": self.state_bytes,
+                "probe_failures_in_a_row": self.probe_failures_in_a_row,
+                "predicted_recovery_s": round(self.predicted_recovery_s, 3),
+                "snapshots_written": self.snapshots_written,
+                "channels_moved": self.channels_moved,
+                "rebuilt_channels": self.rebuilt_channels,
+                "moved_open_ms": round(self.moved_open_ms, 1),
+            }
+        )
 
 
 class StreamService:
@@ -145,7 +186,14 @@ class StreamService:
             rebuilt_channels=sum(m.rebuilt_channels for m in recent),
             moved_open_ms=sum(m.moved_open_ms or 0.0 for m in recent),
             executors=last.executors if last else None,
+            stages=self._stage_figures(),
         )
+
+    def _stage_figures(self) -> tuple[StageFigures, ...]:
+        runtimes = self.stream.stages
+        if len(runtimes) < 2 or any(runtime.last_metrics is None for runtime in runtimes):
+            return ()
+        return tuple(StageFigures.of(runtime.last_metrics) for runtime in runtimes if runtime.last_metrics is not None)
 
     def _lag(self, progress: dict | None) -> int:
         """Records behind the topic's end; the last known figure while the broker cannot say (an
