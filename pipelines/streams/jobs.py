@@ -149,10 +149,6 @@ class JobLogic:
         """Each elastic stage's name and its channels at first start (None: the stream's)."""
         return [(FIRST_STAGE, None), *((stage.name, stage.channels) for stage in self.job.stages)]
 
-    def stage(self, plan: BatchPlan, call: StageCall) -> StageOutput:
-        """Run a one-stage job's operator on the elastic stage; its result rows."""
-        return self.run_stage(0, plan, call, None).output
-
     def run_stage(self, index: int, plan: BatchPlan, call: StageCall, previous: StageOutput | None) -> StageRun:
         """Run elastic stage `index` of the job: the first on the plan's rows, a later one on the
         previous stage's output rows, re-keyed by the stage's `rekey`. Only the last stage's rows
