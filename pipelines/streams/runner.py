@@ -289,7 +289,7 @@ class ElasticStream:
             context.rescale = runtime.rescaling.apply_pending(batch_id)
             context.layout = runtime.registry.routing_layout()
         contexts[0].phase_ms["rescale"] = (time.perf_counter() - started) * 1000
-        executors_target = self._follow_executors()
+        executors_target = self._follow_executors(sum(context.layout.n_channels for context in contexts))
         # Before the batch writes anything: swap in a compaction staged in the background
         # (quick), then begin staging the next one if due (off this batch's time).
         started = time.perf_counter()
@@ -319,13 +319,12 @@ class ElasticStream:
         """Executors `channels` channels get (None: executors do not follow channels here)."""
         return self.executor_scaling.executors_for(channels) if self.executors is not None else None
 
-    def _follow_executors(self) -> int | None:
-        """Before the batch runs a task: the executors every stage's channels need asked for, the
-        surplus released (those that served the fewest channels last batch); the target asked."""
+    def _follow_executors(self, channels: int) -> int | None:
+        """Before the batch runs a task: the executors the batch's `channels` (every stage's) need asked
+        for, the surplus released (those that served the fewest channels last batch); the target asked."""
         if self.executors is None:
             return None
         served = self.last_metrics.served_by_executor() if self.last_metrics is not None else Counter()
-        channels = sum(runtime.registry.routing_layout().n_channels for runtime in self.stages)
         try:
             return self.executors.reconcile(channels, served).target
         except Exception:  # executors follow at best effort: the batch runs on those it has

@@ -190,10 +190,11 @@ class StreamService:
         )
 
     def _stage_figures(self) -> tuple[StageFigures, ...]:
-        runtimes = self.stream.stages
-        if len(runtimes) < 2 or any(runtime.last_metrics is None for runtime in runtimes):
+        """Every stage's figures at the last batch (none for a one-stage job, or before a batch ended)."""
+        last = [runtime.last_metrics for runtime in self.stream.stages]
+        if len(last) < 2:
             return ()
-        return tuple(StageFigures.of(runtime.last_metrics) for runtime in runtimes if runtime.last_metrics is not None)
+        return tuple(StageFigures.of(metrics) for metrics in last if metrics is not None)
 
     def _lag(self, progress: dict | None) -> int:
         """Records behind the topic's end; the last known figure while the broker cannot say (an
