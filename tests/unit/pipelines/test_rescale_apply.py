@@ -101,3 +101,34 @@ def test_a_committed_rescale_names_the_executors_its_channels_get_when_they_foll
     answer = _apply(stream, RescaleRequest(target=RescaleTarget(op="scale_to", channels=3)))
     assert answer.status == "committed" and answer.executors is None
     assert "executors" not in _cost_metadata(answer)
+
+
+def test_a_deposed_drivers_later_stage_writes_nothing(tmp_path):
+    """Every stage of a multi-stage job is fenced by the stream's one lease (on the first stage's
+    folder): once another driver took the stream over, the old driver's second stage can neither
+    migrate its layout nor commit a channel's batch."""
+    from elasticity.lease import FencedOut, acquire
+
+    spec = StreamSpec(
+        name="paged", job="examples.sessions.pages:pages_job", bootstrap_servers="127.0.0.1:1", root=str(tmp_path)
+    )
+    old = ElasticStream(None, spec)  # type: ignore[arg-type]  # no Spark: the rescale step and the fence only
+    pages = old.stages[1]
+    Location.of(spec.elastic_root).ensure()
+    pages.prepare()
+    before = pages.registry.committed()
+    old._take_lease()
+    stale = old._lease
+    assert stale is not None and pages.stage.fence == stale.fence
+    stale.release()
+    successor = acquire(spec.elastic_root, "the next driver")
+    try:
+        with pytest.raises(FencedOut):
+            pages.migrator().migrate(pages.registry.committed().scale_out(1))
+        with pytest.raises(FencedOut):
+            pages.stage.fence.check()  # what each of the stage's channel tasks checks before it commits
+        assert pages.registry.committed() == before and pages.registry.pending() is None
+    finally:
+        successor.release()
+        old._lease = None
+        old.stop(timeout_s=0)
