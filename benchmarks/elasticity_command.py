@@ -348,8 +348,6 @@ def repetitions_table(repeated: dict[str, dict[str, Any]]) -> Table:
 def bench_policy(options: BenchOptions) -> ElasticityPolicy:
     """The elasticity sensor's policy for the benchmark's stream: its SLO and period, and the longest
     wait a resize run may have for the stream (the run's own limit)."""
-    from orchestration.elasticity.policy import ElasticityPolicy
-    from orchestration.names import RESIZE_MAX_WAIT_S
 
     targets = {
         name: value
@@ -359,11 +357,20 @@ def bench_policy(options: BenchOptions) -> ElasticityPolicy:
         )
         if value is not None
     }
+    return stream_policy(options.slo_s, options.interval_s, options.max_channels, **targets)
+
+
+def stream_policy(slo_s: float, interval_s: float, max_channels: int, **targets: float) -> ElasticityPolicy:
+    """A benchmark stream's sensor policy: its SLO and sampling period, probes timed out at three
+    SLOs, and the longest wait a resize run may have for the stream (the run's own limit)."""
+    from orchestration.elasticity.policy import ElasticityPolicy
+    from orchestration.names import RESIZE_MAX_WAIT_S
+
     return ElasticityPolicy(
-        slo_s=options.slo_s,
-        sample_period_s=options.interval_s,
-        probe_timeout_s=3 * options.slo_s,
-        max_channels=options.max_channels,
+        slo_s=slo_s,
+        sample_period_s=interval_s,
+        probe_timeout_s=3 * slo_s,
+        max_channels=max_channels,
         rescale_timeout_s=RESIZE_MAX_WAIT_S,
         **targets,
     )

@@ -59,6 +59,11 @@ def run(
     service_ms: float | None = typer.Option(
         None, min=0.0, help="Simulated per-record service time of the stage, ms (I/O-bound stage; default 0)."
     ),
+    stage_service_ms: list[str] | None = typer.Option(
+        None,
+        "--stage-service-ms",
+        help="A stage's own simulated per-record service time as stage=ms (repeatable; e.g. pages=4).",
+    ),
     compact_every: int | None = typer.Option(
         None, min=0, help="Compact the results and late tables every N batches (default: the stream spec's, 100)."
     ),
@@ -101,6 +106,7 @@ def run(
             trigger_seconds=trigger,
             max_offsets_per_trigger=max_offsets,
             service_ms_per_record=service_ms,
+            stage_service_ms_per_record=_stage_costs(stage_service_ms),
             compact_every_batches=compact_every,
             bronze_retention_days=bronze_retention_days,
             admission=admission_options(admission_high, admission_low),
@@ -119,6 +125,22 @@ def run(
         except KeyboardInterrupt:
             service.stop()
     console.print(f"stream {name} stopped")
+
+
+def _stage_costs(given: list[str] | None) -> dict[str, float] | None:
+    """`--stage-service-ms pages=4 ...` as {stage: ms} (None: none given)."""
+    if not given:
+        return None
+    costs = {}
+    for item in given:
+        stage, sep, ms = item.partition("=")
+        try:
+            costs[stage.strip()] = float(ms)
+        except ValueError:
+            sep = ""
+        if not sep or not stage.strip():
+            raise typer.BadParameter(f"{item!r} is not stage=ms (e.g. pages=4)", param_hint="--stage-service-ms")
+    return costs
 
 
 def _snapshots(policy: str | None, max_recovery_s: float | None, period_s: float | None):

@@ -14,6 +14,7 @@ from orchestration.elasticity.assets import make_layout_asset
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.policy_asset import make_policy_asset
 from orchestration.elasticity.sensor import DEFAULT_INTERVAL_S, make_elasticity_sensor
+from orchestration.elasticity.stages_sensor import make_stages_sensor
 from orchestration.executors import SHORT_JOB_EXECUTOR
 from orchestration.names import (
     MAX_RUNTIME_TAG,
@@ -40,18 +41,24 @@ def elasticity_definitions(
     default = policy or ElasticityPolicy(sample_period_s=float(interval_s))
     for entry in catalog_streams() if entries is None else entries:
         stream_default = entry_policy(entry, default)
-        resizing = [_resizing(entry, stage) for stage in entry_stages(entry)]
+        stages = entry_stages(entry)
+        resizing = [_resizing(entry, stage) for stage in stages]
         policy_asset = make_policy_asset(entry, stream_default)
         assets += [*(layout for layout, _ in resizing), policy_asset]
         jobs += [
             *(job for _, job in resizing),
             define_asset_job(policy_job_name(entry.name), selection=[policy_asset], executor_def=SHORT_JOB_EXECUTOR),
         ]
-        # The control loop acts on the first stage (a later stage is rescaled by a run of its own job).
-        first_job = resizing[0][1]
-        sensors.append(
-            make_elasticity_sensor(entry, first_job.name, interval_s, stream_default, default_status, source)
-        )
+        if len(stages) == 1:
+            first_job = resizing[0][1]
+            sensors.append(
+                make_elasticity_sensor(entry, first_job.name, interval_s, stream_default, default_status, source)
+            )
+        else:  # one loop decides for every stage, each rescaled by a run of its own job
+            stage_jobs = [job for _, job in resizing]
+            sensors.append(
+                make_stages_sensor(entry, stages, stage_jobs, interval_s, stream_default, default_status, source)
+            )
     return Definitions(assets=assets, jobs=jobs, sensors=sensors)
 
 

@@ -24,6 +24,7 @@ from elasticity.control import (
     OverloadOptions,
     UnderloadOptions,
 )
+from elasticity.control.asstream import StagesOptions
 from elasticity.layout import MAX_CHANNELS
 from elasticity.state import Location, uris
 from orchestration.names import RESIZE_MAX_WAIT_S
@@ -71,6 +72,11 @@ class ElasticityPolicy(BaseModel):
     control: ControlOptions | None = Field(
         None, description="Full detector/controller options; None: derived from the fields above (control_options())."
     )
+    stages: StagesOptions = Field(
+        default_factory=StagesOptions,
+        description="How a job with several elastic stages is controlled per stage (As-Stream by default); "
+        "its channel bounds are this policy's min_channels and max_channels.",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ElasticityPolicy:
@@ -82,6 +88,11 @@ class ElasticityPolicy(BaseModel):
                 f"{self.scale_out_utilization}: no band between them, a scale-in would be answered by a scale-out"
             )
         return self
+
+    def stage_options(self) -> StagesOptions:
+        """The multi-stage loop's options, bounded by this policy's channel bounds (one source for them)."""
+        bounds = {"min_channels": self.min_channels, "max_channels": self.max_channels}
+        return self.stages.model_copy(update={"asstream": self.stages.asstream.model_copy(update=bounds)})
 
     def control_options(self) -> ControlOptions:
         """The loop's options for a micro-batch stream (see the module docstring for why)."""

@@ -27,23 +27,27 @@ from dagster import (
 
 from orchestration.elasticity.decisions import DecisionRecord, write_decision
 from orchestration.elasticity.policy import ElasticityPolicy, PolicyFileError, load_policy
-from orchestration.names import RESCALE_TAG, elasticity_sensor_name, layout_asset_key, op_name
+from orchestration.names import RESCALE_TAG, elasticity_sensor_name, layout_asset_key, op_name, rescale_tag_value
 from orchestration.resources import EspSettingsResource
 from orchestration.runs import ACTIVE_RUN_STATUSES
 from orchestration.streams.catalog import StreamEntry, stream_spec
+from pipelines.streams.names import FIRST_STAGE
 
 DEFAULT_INTERVAL_S = 10
 
 
-def rescale_in_flight(instance: DagsterInstance, stream: str, spec) -> str | None:
-    """Why a new rescale of the stream must wait, or None if none is under way."""
+def rescale_in_flight(instance: DagsterInstance, stream: str, spec, stage: str = FIRST_STAGE) -> str | None:
+    """Why a new rescale of the stream's elastic stage `stage` must wait, or None if none is under way."""
     from orchestration.elasticity.realizer import describe_target
     from pipelines.streams.files import StreamFiles
 
-    runs = instance.get_runs(filters=RunsFilter(tags={RESCALE_TAG: stream}, statuses=ACTIVE_RUN_STATUSES), limit=1)
+    tag = rescale_tag_value(stream, stage)
+    runs = instance.get_runs(filters=RunsFilter(tags={RESCALE_TAG: tag}, statuses=ACTIVE_RUN_STATUSES), limit=1)
     if runs:
-        return f"rescale run {runs[0].run_id[:8]} of {stream} is {runs[0].status.value}; one rescale at a time"
-    files = StreamFiles(spec)
+        return f"rescale run {runs[0].run_id[:8]} of {tag} is {runs[0].status.value}; one rescale at a time"
+    files = StreamFiles(spec, stage)
+    if stage != FIRST_STAGE:
+        stream = f"{stream} (stage {stage})"
     if (request := files.pending_request()) is not None:
         return (
             f"request {request.request_id} ({describe_target(request.target)}) waits for {stream}'s next batch boundary"

@@ -132,3 +132,32 @@ class FakeSource:
 
     def read(self, now_s: float) -> StreamReading:
         return self.stream.read()
+
+
+def as_first_of_two_stages(stream: FakeStream, busy_share: float) -> FakeStream:
+    """Make the fake's batches those of a first stage that passes every row on (selectivity 1) and is
+    busy `busy_share` of each batch's time."""
+    for record in stream.metrics:
+        record.output_rows = record.input_records
+        record.stage_ms = busy_share * record.batch_ms
+    return stream
+
+
+def downstream_batches(stream: FakeStream, stage: str, rows_per_s_per_channel: float) -> list[BatchMetrics]:
+    """A second stage's batches, one per batch of `stream`: every row the first stage passed on, on
+    one channel that gets through `rows_per_s_per_channel`."""
+    return [
+        BatchMetrics(
+            stream=m.stream,
+            batch_id=m.batch_id,
+            epoch=0,
+            channels=1,
+            wall_time=m.wall_time,
+            input_records=m.input_records,
+            batch_ms=m.batch_ms,
+            stage=stage,
+            output_rows=m.input_records,
+            stage_ms=1000.0 * m.input_records / rows_per_s_per_channel,
+        )
+        for m in stream.metrics
+    ]

@@ -4,7 +4,9 @@ The pure core of issue 17, in the loop's stages: `inputs` (what a collector give
 monitoring samples and the topology of stages), `bottleneck` (evaluate: Eq. 4–8 and the
 bottleneck level table), `plan` (decide: Eq. 9 as a selectable planning policy), `prediction`
 (evaluate/decide: Eq. 10–11 and the pre-scale `Decision` a `Realizer` can apply), `options`
-(`AsStreamOptions`, every threshold typed, defaulted and described).
+(`AsStreamOptions`, every threshold typed, defaulted and described); and the loop that runs
+them per stage: `job` (collect: a `JobSnapshot`), `policies` (decide: As-Stream, reactive,
+together), `loop` (`StagesLoop`: collect -> evaluate -> decide -> realize for every stage).
 """
 
 from elasticity.control.asstream.bottleneck import (
@@ -23,7 +25,15 @@ from elasticity.control.asstream.bottleneck import (
     reference_time,
 )
 from elasticity.control.asstream.inputs import StageLink, StageMonitoring, StageSample, Topology, by_stage
-from elasticity.control.asstream.options import AsStreamOptions
+from elasticity.control.asstream.job import JobSnapshot, StageBatch, StageView, stage_batches
+from elasticity.control.asstream.loop import (
+    JobCollector,
+    RecordingStagesRealizer,
+    StagesLoop,
+    StagesLoopState,
+    StagesRealizer,
+)
+from elasticity.control.asstream.options import AsStreamOptions, StagesOptions
 from elasticity.control.asstream.plan import (
     ParameterPlanPolicy,
     PlanningPolicy,
@@ -32,6 +42,14 @@ from elasticity.control.asstream.plan import (
     parameter_plan,
     plan_stages,
     planning_policy,
+)
+from elasticity.control.asstream.policies import (
+    AsStreamPolicy,
+    ReactivePolicy,
+    StageDecision,
+    StagePolicy,
+    TogetherPolicy,
+    stage_policy,
 )
 from elasticity.control.asstream.prediction import (
     InputPrediction,
@@ -44,6 +62,22 @@ from elasticity.control.asstream.prediction import (
 )
 
 __all__ = [
+    "AsStreamPolicy",
+    "JobCollector",
+    "JobSnapshot",
+    "ReactivePolicy",
+    "RecordingStagesRealizer",
+    "StageBatch",
+    "StageDecision",
+    "StagePolicy",
+    "StageView",
+    "StagesLoop",
+    "StagesLoopState",
+    "StagesOptions",
+    "StagesRealizer",
+    "TogetherPolicy",
+    "stage_batches",
+    "stage_policy",
     "AsStreamOptions",
     "BottleneckInterval",
     "BottleneckReport",

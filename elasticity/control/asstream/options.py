@@ -86,3 +86,33 @@ class AsStreamOptions(BaseModel):
     def clamp_channels(self, channels: int) -> int:
         """`channels` within [min_channels, max_channels]."""
         return max(self.min_channels, min(self.max_channels, channels))
+
+
+StagesPolicyName = Literal["as-stream", "reactive", "together"]
+
+
+class StagesOptions(BaseModel):
+    """How the multi-stage loop (`elasticity.control.asstream.loop`) decides per stage."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: StagesPolicyName = Field(
+        "as-stream",
+        description="'as-stream': bottleneck ranking (Eq. 6-8) sized by Eq. 9 plus predictive pre-scaling of "
+        "downstream stages (Eq. 10-11); 'reactive': the busiest stage, sized from its measured busy share, no "
+        "prediction; 'together': the single-stage controller's count for every stage.",
+    )
+    asstream: AsStreamOptions = Field(
+        default_factory=AsStreamOptions, description="As-Stream's thresholds (monitoring period, phi, bounds)."
+    )
+    executors: int = Field(1, ge=1, description="N_executer of Eq. 9: executors a stage's channels run on.")
+    scale_in_utilization: float = Field(
+        0.35,
+        gt=0,
+        lt=1,
+        description="A stage shrinks only when its (predicted or measured) input uses less than this share of its "
+        "channels' capacity; it then shrinks to asstream.target_utilization.",
+    )
+    cooldown_s: float = Field(
+        10.0, ge=0, description="No decision for any stage until this long after a rescale was realized."
+    )

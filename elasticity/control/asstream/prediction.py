@@ -68,18 +68,24 @@ def predict_next_inputs(
     monitorings: Sequence[StageMonitoring],
     options: AsStreamOptions,
     source_input_rows: Mapping[str, float] | None = None,
+    offered_rows: Mapping[str, float] | None = None,
 ) -> InputPrediction:
-    """Eq. 10–11 for every stage from each stage's latest window (a stage without samples counts zeros)."""
+    """Eq. 10–11 for every stage from each stage's latest window (a stage without samples counts zeros).
+
+    `offered_rows` gives a stage's D_in(w) where the workload offered to it is known apart from
+    what it processed (a source over Kafka: the rows that arrived); its selectivity still comes
+    from what it processed (rows out per row in)."""
     monitored = by_stage(monitorings)
     unknown = set(monitored) - set(topology.stages)
     if unknown:
         raise ValueError(f"monitoring for stages not in the topology: {sorted(unknown)}")
     forecasts = source_input_rows or {}
+    offered = offered_rows or {}
     predictions: dict[str, StagePrediction] = {}
     for stage in topology.topological_order():
         monitoring = monitored.get(stage, StageMonitoring(stage, ()))
         latest = monitoring.latest
-        rows_in = latest.rows_in if latest is not None else 0.0
+        rows_in = offered.get(stage, latest.rows_in if latest is not None else 0.0)
         queued = latest.rows_queued_out if latest is not None else 0.0
         selectivity = mean_selectivity(monitoring, options)
         links = topology.upstream_links(stage)
