@@ -138,7 +138,7 @@ def _online(spec, policy, log: PolicyLog):
 def _driver(spec, policy, stages, stop: threading.Event, log: PolicyLog) -> None:
     """The loop's tick every sampling period until `stop` (a failed rescale: the loop decides again)."""
     from orchestration.elasticity.collector import KafkaStreamSource
-    from orchestration.elasticity.stage_tick import decide_stages_tick
+    from orchestration.elasticity.stage_tick import committed_epochs, decide_stages_tick
     from pipelines.streams.metrics import read_recent
     from pipelines.streams.names import stage_metrics_topic
 
@@ -147,13 +147,16 @@ def _driver(spec, policy, stages, stop: threading.Event, log: PolicyLog) -> None
     while not stop.wait(policy.sample_period_s):
         reading = source.read(time.time())
         later = {DOWNSTREAM: read_recent(spec.kafka, stage_metrics_topic(spec.name, DOWNSTREAM), limit=120)}
+        committed = committed_epochs(spec, (DOWNSTREAM,))
         try:
-            outcome = decide_stages_tick(cursor, reading, later, policy, stages, _online(spec, policy, log))
+            outcome = decide_stages_tick(cursor, reading, later, policy, stages, _online(spec, policy, log), committed)
         except RESCALE_FAILURES:
             continue
         cursor = outcome.cursor
         if outcome.collected is not None:
-            log.ticks.append(TickAt(time.time(), outcome.congested))
+            # At the reading's time: a rescale the tick decided is realized after it, and must count
+            # as after the congestion it answered.
+            log.ticks.append(TickAt(reading.now_s, outcome.congested))
 
 
 def _stream_spec(settings, folder: Path, tag: str, options: MultistageOptions):

@@ -54,6 +54,31 @@ def stage_view(stage: str, records: Sequence[BatchMetrics]) -> StageView:
     return StageView(stage, channels, tuple(batches))
 
 
+def later_stage_view(stage: str, records: Sequence[BatchMetrics], committed_epoch: int | None) -> StageView:
+    """A later stage's view; NotReady while it has no batch yet, or none of its committed layout
+    (its newest channel count would be the old layout's, and a decision on it would undo a rescale)."""
+    if not records:
+        raise NotReady(f"no metrics yet from stage {stage}: it has not finished a micro-batch")
+    newest = max(records, key=lambda m: (m.wall_time, m.batch_id))
+    if committed_epoch is not None and newest.epoch < committed_epoch:
+        raise NotReady(
+            f"waiting for the first batch of stage {stage} on layout epoch {committed_epoch} "
+            f"(its newest batch ran on epoch {newest.epoch})"
+        )
+    return stage_view(stage, records)
+
+
+def committed_epochs(spec, stages: Sequence[str]) -> dict[str, int]:
+    """The committed layout epoch of each of `stages` (a stage without a layout yet is left out)."""
+    from pipelines.streams.files import StreamFiles
+
+    found = {}
+    for stage in stages:
+        if (layout := StreamFiles(spec, stage).committed_layout()) is not None:
+            found[stage] = layout.epoch
+    return found
+
+
 class JobReadingCollector:
     """The job's snapshot: the stream's (as the single-stage sensor collects it) and every stage's view."""
 
@@ -63,17 +88,18 @@ class JobReadingCollector:
         previous: OffsetSample | None,
         policy: ElasticityPolicy,
         later: Mapping[str, Sequence[BatchMetrics]],
+        committed_epochs: Mapping[str, int] | None = None,
     ) -> None:
         self.reading, self.previous, self.policy, self.later = reading, previous, policy, later
+        self.committed_epochs = committed_epochs or {}
         self.collected: Collected | None = None
 
     def collect(self, now_s: float) -> JobSnapshot:
         self.collected = collect(self.reading, self.previous, self.policy)  # NotReady: nothing to decide on
         first = stage_view(FIRST_STAGE, self.reading.metrics)
         first = StageView(FIRST_STAGE, self.collected.snapshot.channels, first.batches)
-        return JobSnapshot(
-            self.collected.snapshot, (first, *(stage_view(name, rows) for name, rows in self.later.items()))
-        )
+        later = (later_stage_view(name, rows, self.committed_epochs.get(name)) for name, rows in self.later.items())
+        return JobSnapshot(self.collected.snapshot, (first, *later))
 
 
 @dataclass(frozen=True)
@@ -135,8 +161,10 @@ def decide_stages_tick(
     policy: ElasticityPolicy,
     stages: StagesOptions,
     hand_on: StagesHandOn,
+    committed_epochs: Mapping[str, int] | None = None,
 ) -> StagesTickOutcome:
-    """One collect -> evaluate -> decide -> realize step of a multi-stage job (see the module docstring)."""
+    """One collect -> evaluate -> decide -> realize step of a multi-stage job (see the module docstring);
+    `committed_epochs` are the later stages' committed layout epochs (their registries)."""
     control = policy.control_options()
     data = json.loads(cursor_text) if cursor_text else {}
     saved = data.get("loop")
@@ -144,7 +172,7 @@ def decide_stages_tick(
         data, saved = {}, None
     offsets = OffsetSample.from_dict(data["offsets"]) if data.get("offsets") else None
     state = StagesLoopState.from_json(saved, control)
-    collector = JobReadingCollector(reading, offsets, policy, later)
+    collector = JobReadingCollector(reading, offsets, policy, later, committed_epochs)
     realizer = StageTargetsRealizer(collector, hand_on)
     loop = StagesLoop(stages, control, collector, realizer, ManualClock(reading.now_s), state)
     try:

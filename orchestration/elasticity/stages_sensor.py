@@ -40,6 +40,7 @@ from orchestration.names import (
 )
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry, stream_spec
+from pipelines.streams.names import stage_paths
 
 StageReader = Callable[..., list]
 """(spec, stage, limit) -> the stage's recent `BatchMetrics` (default: its metrics topic on Kafka)."""
@@ -105,7 +106,7 @@ def make_stages_sensor(
         from kafka.errors import KafkaError
 
         from orchestration.elasticity.collector import KafkaStreamSource
-        from orchestration.elasticity.stage_tick import decide_stages_tick
+        from orchestration.elasticity.stage_tick import committed_epochs, decide_stages_tick
 
         spec = stream_spec(esp_settings.load(), entry)
 
@@ -129,7 +130,13 @@ def make_stages_sensor(
         except (KafkaError, OSError) as error:
             return skip(f"cannot read {entry.name}'s metrics: {error}", context.cursor)
         outcome = decide_stages_tick(
-            context.cursor, reading, metrics, stream_policy, stream_policy.stage_options(), lambda rescales: None
+            context.cursor,
+            reading,
+            metrics,
+            stream_policy,
+            stream_policy.stage_options(),
+            lambda rescales: None,
+            committed_epochs(spec, later),
         )
         if not stream_policy.auto_rescale and outcome.rescales:
             return skip(f"automatic rescaling is off in the policy; it would rescale {_what(outcome)}", context.cursor)
@@ -137,8 +144,9 @@ def make_stages_sensor(
             return skip(outcome.skip_reason or "", outcome.cursor)
         for rescale in outcome.rescales:
             context.log.info("%s stage %s: %s", entry.name, rescale.stage, rescale.decision_reason)
+            # Each stage's history beside its own layout and requests (its control folder).
             write_decision(
-                spec.control_dir,
+                stage_paths(spec.folder, rescale.stage).control,
                 DecisionRecord(at=time.time(), rescale=True, rule=rescale.rule, reason=rescale.decision_reason),
             )
         requests = [stage_run_request(entry, rescale, stream_policy, now_s) for rescale in outcome.rescales]

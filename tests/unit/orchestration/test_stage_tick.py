@@ -86,3 +86,23 @@ def test_the_outcome_says_when_the_job_was_congested() -> None:
         seen.append((outcome.congested, [r.rule for r in outcome.rescales]))
     assert seen[0] == (False, [])
     assert (True, ["reactive"]) in seen
+
+
+def test_no_decision_until_a_later_stage_reports_a_batch_of_its_committed_layout() -> None:
+    """Right after a rescale of stage buckets its newest batch still ran on the old layout: a decision
+    on that channel count would undo the rescale, so the tick waits (and says why)."""
+    stream = _steady_job(400.0)
+    handed: list = []
+    waiting = decide_stages_tick(
+        None, stream.read(), {"buckets": _downstream(stream)}, POLICY, StagesOptions(), handed.append, {"buckets": 1}
+    )
+    assert handed == [] and waiting.rescales == ()
+    assert waiting.skip_reason == (
+        "waiting for the first batch of stage buckets on layout epoch 1 (its newest batch ran on epoch 0)"
+    )
+    silent = decide_stages_tick(None, stream.read(), {"buckets": []}, POLICY, StagesOptions(), handed.append)
+    assert handed == [] and "no metrics yet from stage buckets" in (silent.skip_reason or "")
+    ready = decide_stages_tick(
+        None, stream.read(), {"buckets": _downstream(stream)}, POLICY, StagesOptions(), handed.append, {"buckets": 0}
+    )
+    assert len(ready.rescales) == 1

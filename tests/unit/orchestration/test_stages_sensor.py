@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, build_sensor_context, validate_run_config
 
+from orchestration.elasticity.decisions import read_decision
 from orchestration.elasticity.definitions import elasticity_definitions
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.stages_sensor import make_stages_sensor
@@ -18,7 +19,8 @@ from orchestration.names import (
     rescale_tag_value,
     resize_job_name,
 )
-from orchestration.streams.catalog import StreamEntry
+from orchestration.streams.catalog import StreamEntry, stream_spec
+from pipelines.streams.names import stage_paths
 from tests.fakes.elasticity_stream import FakeSource, FakeStream, as_first_of_two_stages, downstream_batches
 
 ENTRY = StreamEntry(name="fake", job="benchmarks.multistage_job:two_stage_job", input_topic="fake-in")
@@ -70,6 +72,9 @@ def test_a_pre_scale_requests_the_downstream_stages_resize_run(settings, instanc
     assert request.tags[RESCALE_TAG] == rescale_tag_value(ENTRY.name, "buckets")
     assert request.tags[RESCALE_RULE_TAG] == "as-stream-predict"
     assert validate_run_config(defs.resolve_job_def(request.job_name), request.run_config)
+    spec = stream_spec(settings.load(), ENTRY)
+    recorded = read_decision(stage_paths(spec.folder, "buckets").control)
+    assert recorded is not None and recorded.rescale and recorded.rule == "as-stream-predict"
 
 
 def test_no_stage_is_rescaled_while_a_stages_resize_run_is_active(settings, instance) -> None:
