@@ -41,7 +41,7 @@ def multistage_command(
     low: float = typer.Option(50.0, "--low", min=1.0, help="Low input rate of the square trace, records/s."),
     high: float = typer.Option(200.0, "--high", min=1.0, help="High input rate of the square trace, records/s."),
     period: float = typer.Option(120.0, "--period", min=20.0, help="Period of the trace (low half, high half), s."),
-    duration: float = typer.Option(300.0, "--duration", min=30.0, help="Length of each policy's trace, s."),
+    duration: float = typer.Option(240.0, "--duration", min=30.0, help="Length of each policy's trace, s."),
     main_ms: float = typer.Option(1.0, "--main-ms", min=0.0, help="Per-record cost of stage main, ms."),
     downstream_ms: float = typer.Option(
         8.0, "--downstream-ms", min=0.0, help="Per-record cost of stage buckets (the bottleneck), ms."
