@@ -98,15 +98,18 @@ def stage_budget(job: JobSnapshot, stage: str, options: StagesOptions, now_s: fl
 def shrink(
     job: JobSnapshot,
     view: StageView,
-    rate_rps: float,
-    capacity_rps: float,
+    rate_rps: float | None,
+    capacity_rps: float | None,
     options: StagesOptions,
     rule: str,
     basis: str,
     now_s: float,
 ) -> StageDecision | None:
     """Scale `view` in when `rate_rps` uses less than `scale_in_utilization` of its channels, to the
-    channels that carry it within the stage's budget (`stage_budget`; None: keep it)."""
+    channels that carry it within the stage's budget (`stage_budget`; None: keep it, also when the
+    rate or the capacity is not known)."""
+    if rate_rps is None or capacity_rps is None:
+        return None
     utilization = rate_rps / (capacity_rps * view.channels)
     budget = stage_budget(job, view.stage, options, now_s)
     needed = channels_needed(rate_rps, capacity_rps, budget)
@@ -156,10 +159,8 @@ class AsStreamPolicy:
             for view in job.stages:
                 capacity = view.capacity_per_channel_rps(period, now_s)
                 rate = prediction.of(view.stage).next_input_rows
-                smaller = capacity and shrink(
-                    job, view, rate, capacity, self.options, "as-stream-shrink", "predicted input", now_s
-                )
-                if smaller:
+                smaller = shrink(job, view, rate, capacity, self.options, "as-stream-shrink", "predicted input", now_s)
+                if smaller is not None:
                     decisions[view.stage] = smaller
         return state, tuple(decisions.values())
 
@@ -235,12 +236,8 @@ class ReactivePolicy:
         for view in job.stages:
             capacity = view.capacity_per_channel_rps(period, now_s)
             rate = view.input_rate_rps(period, now_s)
-            smaller = (
-                capacity
-                and rate is not None
-                and shrink(job, view, rate, capacity, self.options, "reactive-shrink", "measured input", now_s)
-            )
-            if smaller:
+            smaller = shrink(job, view, rate, capacity, self.options, "reactive-shrink", "measured input", now_s)
+            if smaller is not None:
                 decisions.append(smaller)
         return state, tuple(decisions)
 
