@@ -326,6 +326,16 @@ def test_a_three_stage_chain_is_predicted_by_hand():
     assert forecast.of("A").next_input_rows == 400.0 and forecast.of("B").next_input_rows == pytest.approx(70.0)
 
 
+def test_an_offered_workload_is_d_in_of_eq_10_and_leaves_the_selectivity_alone():
+    # A processed 100 rows of its latest window but 400 arrived (its input queue): D_in_A(w) = 400,
+    # sel_A stays (0.5 + 0.5 + 0.8) / 3 = 0.6 from what it processed -> D_out_A = 0.6 * 400 + 10 = 250.
+    stages = [windows("A", [(100, 50), (200, 100), (100, 80)], queued_out=10), windows("B", [(60, 120)])]
+    prediction = predict_next_inputs(Topology.chain("A", "B"), stages, OPTIONS, offered_rows={"A": 400.0})
+    assert prediction.of("A").selectivity == pytest.approx(0.6)
+    assert prediction.of("A").rows_in == 400.0 and prediction.of("A").output_rows == pytest.approx(250.0)
+    assert prediction.of("B").next_input_rows == pytest.approx(250.0)
+
+
 def test_a_diamond_sums_its_upstreams_each_capped_by_its_link():
     # S -> L, S -> R (<= 50 rows), L -> J, R -> J (<= 30 rows); stages given out of order.
     topology = Topology(
