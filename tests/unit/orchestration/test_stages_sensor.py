@@ -20,6 +20,7 @@ from orchestration.names import (
     resize_job_name,
 )
 from orchestration.streams.catalog import StreamEntry, stream_spec
+from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
 from pipelines.streams.names import stage_paths
 from tests.fakes.elasticity_stream import FakeSource, FakeStream, as_first_of_two_stages, downstream_batches
 
@@ -87,3 +88,16 @@ def test_no_stage_is_rescaled_while_a_stages_resize_run_is_active(settings, inst
     result = _tick(_sensor(defs, stream), settings, instance)
     assert not result.run_requests
     assert "one rescale at a time" in result.skip_reason.skip_message
+
+
+def test_no_stage_is_rescaled_while_a_request_waits_in_a_later_stages_control_folder(settings, instance) -> None:
+    """A request a crashed resize run left for stage buckets (the stream applies it at its next batch
+    boundary) is a rescale in flight: deciding again could apply two."""
+    defs = _job_defs(settings)
+    stream = as_first_of_two_stages(FakeStream(channels=(0,)).run(60, 400.0, 0.5), 0.25)
+    spec = stream_spec(settings.load(), ENTRY)
+    control = ControlChannel(stage_paths(spec.folder, "buckets").control)
+    control.request(RescaleRequest(target=RescaleTarget(op="scale_to", channels=3)))
+    result = _tick(_sensor(defs, stream), settings, instance)
+    assert not result.run_requests
+    assert "waits for fake (stage buckets)'s next batch boundary" in result.skip_reason.skip_message
