@@ -149,6 +149,10 @@ def make_stages_sensor(
                 stage_paths(spec.folder, rescale.stage).control,
                 DecisionRecord(at=time.time(), rescale=True, rule=rescale.rule, reason=rescale.decision_reason),
             )
+        # The stream's last decision (what `esp status` shows): every stage this tick rescales.
+        rules = "+".join(sorted({r.rule for r in outcome.rescales}))
+        said = "; ".join(f"stage {r.stage}: {r.decision_reason}" for r in outcome.rescales)
+        write_decision(spec.control_dir, DecisionRecord(at=time.time(), rescale=True, rule=rules, reason=said))
         requests = [stage_run_request(entry, rescale, stream_policy, now_s) for rescale in outcome.rescales]
         return SensorResult(run_requests=requests, cursor=outcome.cursor)
 

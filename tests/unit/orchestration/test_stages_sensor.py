@@ -76,6 +76,8 @@ def test_a_pre_scale_requests_the_downstream_stages_resize_run(settings, instanc
     spec = stream_spec(settings.load(), ENTRY)
     recorded = read_decision(stage_paths(spec.folder, "buckets").control)
     assert recorded is not None and recorded.rescale and recorded.rule == "as-stream-predict"
+    stream_said = read_decision(spec.control_dir)
+    assert stream_said is not None and stream_said.rescale and stream_said.reason.startswith("stage buckets: ")
 
 
 def test_no_stage_is_rescaled_while_a_stages_resize_run_is_active(settings, instance) -> None:
