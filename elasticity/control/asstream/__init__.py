@@ -6,7 +6,8 @@ bottleneck level table), `plan` (decide: Eq. 9 as a selectable planning policy),
 (evaluate/decide: Eq. 10–11 and the pre-scale `Decision` a `Realizer` can apply), `options`
 (`AsStreamOptions`, every threshold typed, defaulted and described); and the loop that runs
 them per stage: `job` (collect: a `JobSnapshot`), `policies` (decide: As-Stream, reactive,
-together), `loop` (`StagesLoop`: collect -> evaluate -> decide -> realize for every stage).
+together), `loop` (`StagesLoop`: collect -> evaluate -> decide -> realize for every stage), `simulation` (a
+fluid model of a chain of micro-batch stages that the same loop drives).
 """
 
 from elasticity.control.asstream.bottleneck import (
