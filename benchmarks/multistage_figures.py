@@ -52,7 +52,7 @@ def rises(rates_rps: Sequence[float]) -> list[tuple[float, float]]:
 def first_after(times: Sequence[float], start: float, end: float) -> float | None:
     """Seconds from `start` to the first time in [start, end), None if there is none."""
     inside = [t for t in times if start <= t < end]
-    return min(inside) - start if inside else None
+    return float(min(inside) - start) if inside else None
 
 
 def policy_figures(
@@ -77,7 +77,7 @@ def policy_figures(
                 "rise_at_s": start,
                 "downstream_scale_out_after_s": grown,
                 "congested_after_s": congested,
-                "before_congestion": grown is not None and (congested is None or grown < congested),
+                "before_congestion": bool(grown is not None and (congested is None or grown < congested)),
             }
         )
     return {

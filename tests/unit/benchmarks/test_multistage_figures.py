@@ -45,3 +45,12 @@ def test_a_rise_the_downstream_stage_never_answered_has_no_lead() -> None:
     figures = policy_figures(SQUARE, {"buckets": np.ones(40)}, np.zeros(40), 8.0, [], [], "buckets")
     assert figures["prescale_lead_s"] == [None, None]
     assert not any(step["before_congestion"] for step in figures["steps"])
+
+
+def test_the_figures_are_plain_json_values_even_from_numpy_times() -> None:
+    import json
+
+    ticks = [TickAt(np.float64(12.0), True)]
+    rescales = [StageRescaleAt(np.float64(11.0), "buckets", 1, 2, "reactive")]
+    figures = policy_figures(SQUARE, {"buckets": np.ones(40)}, np.zeros(40), 8.0, rescales, ticks, "buckets")
+    assert json.loads(json.dumps(figures))["steps"][0]["before_congestion"] is True
