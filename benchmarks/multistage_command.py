@@ -138,7 +138,7 @@ def summarize(runs: dict[str, list[PolicyRun]], options: MultistageOptions) -> d
         out["policies"][policy] = {
             **median,
             "repetitions": {name: spread([r.figures[name] for r in policy_runs]) for name in SUMMARY},
-            "runs": [{name: r.figures[name] for name in (*SUMMARY, "prescale_lead_s")} for r in policy_runs],
+            "runs": [{name: r.figures[name] for name in (*SUMMARY, "prescale_lead_s", "steps")} for r in policy_runs],
         }
     found = out["policies"]
     if "as-stream" in found and "together" in found:
