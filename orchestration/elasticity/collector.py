@@ -73,6 +73,8 @@ class OffsetSample:
     end: dict[int, int]
     consumed: dict[int, int]
     records_per_offset: float = 1.0
+    ratio_offsets: float = 0.0
+    """Consumed offsets the ratio stands for (0: never measured): the weight of its evidence."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,7 @@ class OffsetSample:
             "end": {str(p): o for p, o in self.end.items()},
             "consumed": {str(p): o for p, o in self.consumed.items()},
             "records_per_offset": self.records_per_offset,
+            "ratio_offsets": self.ratio_offsets,
         }
 
     @classmethod
@@ -89,6 +92,7 @@ class OffsetSample:
             end={int(p): int(o) for p, o in data["end"].items()},
             consumed={int(p): int(o) for p, o in data["consumed"].items()},
             records_per_offset=float(data.get("records_per_offset", 1.0)),
+            ratio_offsets=float(data.get("ratio_offsets", 0.0)),
         )
 
 
@@ -197,19 +201,31 @@ def _latency(
     return np.maximum(returned, outstanding), outstanding
 
 
+RATIO_MEMORY_PERIODS = 4.0
+"""The records-per-offset ratio keeps earlier evidence worth at most this many periods' offsets."""
+
+
 def _offsets(reading: StreamReading, previous: OffsetSample | None, processed_rps: float) -> tuple[OffsetSample, float]:
-    """This tick's offset sample and the input rate in stage records/s."""
+    """This tick's offset sample and the input rate in stage records/s.
+
+    Records per offset (e.g. words per line) is processed records over consumed offsets, pooled
+    with the earlier periods' (up to RATIO_MEMORY_PERIODS of them): within one period the two do
+    not match, since a batch's offsets are consumed when it starts and its records counted when it
+    ends, so a long batch across a tick would make one period read half (or twice) the ratio."""
     ratio = previous.records_per_offset if previous else 1.0
+    weight = previous.ratio_offsets if previous else 0.0
     rate_offsets = None
     if previous is not None and reading.now_s > previous.time_s:
         dt = reading.now_s - previous.time_s
         consumed = sum(o - previous.consumed.get(p, o) for p, o in reading.consumed_offsets.items())
         processed = sum(m.input_records for m in reading.metrics if previous.time_s < m.wall_time <= reading.now_s)
         if consumed > 0 and processed > 0:
-            ratio = processed / consumed
+            kept = min(weight, RATIO_MEMORY_PERIODS * consumed)
+            ratio = (ratio * kept + processed) / (kept + consumed)
+            weight = kept + consumed
         produced = sum(o - previous.end.get(p, o) for p, o in reading.end_offsets.items())
         rate_offsets = max(0, produced) / dt
-    sample = OffsetSample(reading.now_s, dict(reading.end_offsets), dict(reading.consumed_offsets), ratio)
+    sample = OffsetSample(reading.now_s, dict(reading.end_offsets), dict(reading.consumed_offsets), ratio, weight)
     # First tick: no earlier offsets, the processed rate is the best estimate of the input.
     return sample, (rate_offsets * ratio if rate_offsets is not None else processed_rps)
 

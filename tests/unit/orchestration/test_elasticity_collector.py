@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -104,3 +106,19 @@ def test_decisions_name_layout_channel_ids_not_snapshot_indices():
     assert (target_for(split, channels).op, target_for(split, channels).channel) == ("split", 7)
     assert (target_for(merge, channels).op, target_for(merge, channels).channel) == ("merge", 3)
     assert (target_for(scale, channels).op, target_for(scale, channels).channels) == ("scale_to", 6)
+
+
+def test_one_period_whose_batch_ends_after_the_tick_does_not_halve_the_input_rate():
+    """A long batch consumed its offsets before the tick but reports its records after it: that
+    period alone reads half the records per offset. Pooled with the earlier periods' evidence,
+    the input rate stays near the truth (one period's ratio would report about half of it)."""
+    stream = FakeStream(channels=(0, 1), records_per_offset=3.0).run(10, 600, 0.5)
+    tick = collect(stream.read(), None, POLICY)
+    for _ in range(3):
+        stream.run(10, 600, 0.5)
+        tick = collect(stream.read(), tick.offsets, POLICY)
+    stream.run(10, 600, 0.5)
+    reading = stream.read()
+    late = reading.metrics[-1].wall_time - 5.0  # the last 5 s of batches have not reported yet
+    reading = replace(reading, metrics=[m for m in reading.metrics if m.wall_time <= late])
+    assert collect(reading, tick.offsets, POLICY).snapshot.input_rate_rps == pytest.approx(600, rel=0.2)
