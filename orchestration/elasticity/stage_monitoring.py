@@ -25,12 +25,16 @@ from pipelines.streams.metrics import BatchMetrics
 from pipelines.streams.names import stage_metrics_topic
 
 
+def own_seconds(metrics: BatchMetrics) -> float:
+    """A stage's own time in a batch: its Spark job's, or the batch's when the record has none."""
+    return (metrics.stage_ms if metrics.stage_ms is not None else metrics.batch_ms) / 1000.0
+
+
 def stage_sample(metrics: BatchMetrics) -> StageSample:
     """One batch of one stage as an As-Stream monitoring sample (see the module docstring)."""
-    own_ms = metrics.stage_ms if metrics.stage_ms is not None else metrics.batch_ms
     return StageSample(
         time_s=metrics.wall_time,
-        mean_latency_s=own_ms / 1000.0,
+        mean_latency_s=own_seconds(metrics),
         rows_in=float(metrics.input_records),
         rows_out=float(metrics.output_rows or 0),
         rows_queued_out=0.0,

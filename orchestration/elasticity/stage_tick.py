@@ -28,6 +28,7 @@ from elasticity.control.asstream import (
 from orchestration.elasticity.collector import Collected, NotReady, OffsetSample, StreamReading, collect
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.realizer import target_for
+from orchestration.elasticity.stage_monitoring import own_seconds
 from pipelines.streams.control import RescaleTarget
 from pipelines.streams.metrics import BatchMetrics
 from pipelines.streams.names import FIRST_STAGE
@@ -38,13 +39,12 @@ def stage_view(stage: str, records: Sequence[BatchMetrics]) -> StageView:
     ordered = sorted(records, key=lambda m: (m.wall_time, m.batch_id))
     batches = []
     for index, record in enumerate(ordered):
-        own_s = (record.stage_ms if record.stage_ms is not None else record.batch_ms) / 1000.0
         interval = record.wall_time - ordered[index - 1].wall_time if index else record.batch_ms / 1000.0
         batches.append(
             StageBatch(
                 time_s=record.wall_time,
                 interval_s=max(interval, 1e-3),
-                stage_s=own_s,
+                stage_s=own_seconds(record),
                 rows_in=record.input_records,
                 rows_out=record.output_rows or 0,
                 channels=record.channels,
