@@ -142,7 +142,7 @@ def _driver(spec, policy, stages, stop: threading.Event, log: PolicyLog) -> None
     from pipelines.streams.metrics import read_recent
     from pipelines.streams.names import stage_metrics_topic
 
-    source = KafkaStreamSource(spec, policy.metrics_limit)
+    source = KafkaStreamSource(spec, policy.metrics_limit, stages.arrival_window_s)
     cursor: str | None = None
     while not stop.wait(policy.sample_period_s):
         reading = source.read(time.time())

@@ -97,6 +97,19 @@ class OffsetSample:
 
 
 @dataclass(frozen=True)
+class RecentArrivals:
+    """Per partition, the first offset produced in the last `window_s` seconds (by record timestamp):
+    end offset minus it is what arrived in that window, a fresher rate than the sampling period's."""
+
+    window_s: float
+    start_offsets: dict[int, int]
+
+    def offsets_per_second(self, end_offsets: dict[int, int]) -> float:
+        arrived = sum(max(0, end - self.start_offsets.get(p, end)) for p, end in end_offsets.items())
+        return arrived / self.window_s
+
+
+@dataclass(frozen=True)
 class StreamReading:
     """Everything read from a stream at one moment (wall-clock seconds)."""
 
@@ -108,6 +121,7 @@ class StreamReading:
     committed_epoch: int | None = None  # the layout registry's committed epoch, when readable
     skipped_metrics: int = 0  # malformed records on the metrics topic, left out of `metrics`
     skipped_problem: str | None = None  # what was wrong with the first of them
+    arrivals: RecentArrivals | None = None  # the input topic's last few seconds, when asked for
 
     def skipped_note(self) -> str | None:
         """One line for the tick's reason and log when malformed metrics records were skipped."""
@@ -125,6 +139,8 @@ class Collected:
     offsets: OffsetSample
     batches_in_period: int
     notes: dict[str, float] = field(default_factory=dict)
+    recent_input_rate_rps: float | None = None
+    """Stage records/s that arrived over the reading's recent window (None: not read)."""
 
     @property
     def epoch(self) -> int:
@@ -280,15 +296,20 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         "records_per_offset": round(offsets.records_per_offset, 4),
         "skipped_metrics": float(reading.skipped_metrics),
     }
-    return Collected(snapshot, channels, offsets, len(in_period), notes)
+    recent = None
+    if reading.arrivals is not None:
+        recent = reading.arrivals.offsets_per_second(reading.end_offsets) * offsets.records_per_offset
+    return Collected(snapshot, channels, offsets, len(in_period), notes, recent)
 
 
 class KafkaStreamSource:
     """Reads a real stream: its metrics topic, its input topic's end offsets, its checkpoint."""
 
-    def __init__(self, spec: Any, limit: int = 120) -> None:
+    def __init__(self, spec: Any, limit: int = 120, arrival_window_s: float = 0.0) -> None:
         self.spec = spec
         self.limit = limit
+        self.arrival_window_s = arrival_window_s
+        """> 0: also read which offsets arrived in the last this many seconds (`RecentArrivals`)."""
 
     def read(self, now_s: float) -> StreamReading:
         from pipelines.streams.files import StreamFiles
@@ -305,7 +326,32 @@ class KafkaStreamSource:
             consumed_offsets=checkpoint_offsets(self.spec.checkpoint, self.spec.input_topic),
             probe_period_s=self.spec.probe_period_s,
             committed_epoch=None if committed is None else committed.epoch,
+            arrivals=self._arrivals(now_s),
         )
+
+    def _arrivals(self, now_s: float) -> RecentArrivals | None:
+        if self.arrival_window_s <= 0:
+            return None
+        since_ms = int((now_s - self.arrival_window_s) * 1000)
+        starts = input_offsets_at(self.spec.kafka, self.spec.input_topic, since_ms)
+        return RecentArrivals(self.arrival_window_s, starts)
+
+
+def input_offsets_at(bootstrap: KafkaConnection | str, topic: str, since_ms: int) -> dict[int, int]:
+    """Per partition, the first offset whose record timestamp is at or after `since_ms` (the end
+    offset when nothing was produced since; {} if the topic does not exist)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(**kafka_connection(bootstrap).client_kwargs(), enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            return {}
+        found = consumer.offsets_for_times({tp: since_ms for tp in partitions})
+        ends = consumer.end_offsets(partitions)
+        return {tp.partition: int(at.offset if at is not None else ends[tp]) for tp, at in found.items()}
+    finally:
+        consumer.close()
 
 
 def input_end_offsets(bootstrap: KafkaConnection | str, topic: str) -> dict[int, int]:

@@ -99,7 +99,7 @@ class JobReadingCollector:
         first = stage_view(FIRST_STAGE, self.reading.metrics)
         first = StageView(FIRST_STAGE, self.collected.snapshot.channels, first.batches)
         later = (later_stage_view(name, rows, self.committed_epochs.get(name)) for name, rows in self.later.items())
-        return JobSnapshot(self.collected.snapshot, (first, *later))
+        return JobSnapshot(self.collected.snapshot, (first, *later), self.collected.recent_input_rate_rps)
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,9 @@ def make_stages_sensor(
         for stage in stages:
             if (waiting := rescale_in_flight(context.instance, entry.name, spec, stage)) is not None:
                 return skip(waiting, context.cursor)
-        make_source = source or (lambda spec, policy: KafkaStreamSource(spec, policy.metrics_limit))
+        make_source = source or (
+            lambda spec, policy: KafkaStreamSource(spec, policy.metrics_limit, policy.stage_options().arrival_window_s)
+        )
         now_s = time.time()
         try:
             reading = make_source(spec, stream_policy).read(now_s)

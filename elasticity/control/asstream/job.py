@@ -100,6 +100,8 @@ class JobSnapshot:
 
     stream: MetricsSnapshot
     stages: tuple[StageView, ...]
+    recent_arrival_rps: float | None = None
+    """Records/s that reached the source in the last few seconds (None: only the period's rate is known)."""
 
     def __post_init__(self) -> None:
         if not self.stages:

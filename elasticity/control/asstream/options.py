@@ -116,3 +116,9 @@ class StagesOptions(BaseModel):
     cooldown_s: float = Field(
         10.0, ge=0, description="No decision for any stage until this long after a rescale was realized."
     )
+    arrival_window_s: float = Field(
+        2.0,
+        ge=0,
+        description="The source's offered workload (Eq. 10's D_in of the first stage) is the Kafka arrival of the "
+        "last this many seconds, by record timestamp (0: over the whole sampling period).",
+    )

@@ -5,10 +5,11 @@ Kafka lag congestion, probe overload, readiness after warm-up) and the `JobSnaps
 at most one `Decision` per stage:
 
 - `AsStreamPolicy` (seed 002): every tick, each downstream stage is pre-scaled to the input
-  Eq. 10-11 predict for it from the rows offered to the source (the Kafka arrival rate) and the
-  stages' mean selectivities, before its backlog shows; when the job is congested, the stage the
-  bottleneck ranking (Eq. 6-8) puts first is grown by Eq. 9; when the job is quiet, a stage whose
-  predicted input leaves most of its capacity idle shrinks.
+  Eq. 10-11 predict for it from the rows offered to the source (the Kafka arrival of the last
+  seconds, `JobSnapshot.recent_arrival_rps`, when read) and the stages' mean selectivities,
+  before its backlog shows; when the job is congested, the stage the bottleneck ranking
+  (Eq. 6-8) puts first is grown by Eq. 9; when the job is quiet, a stage whose predicted input
+  leaves most of its capacity idle shrinks.
 - `ReactivePolicy`: the same without prediction or ranking: when the job is congested, the stage
   that was busiest grows by the share it was over the target utilization; a stage shrinks on its
   measured input.
@@ -139,8 +140,11 @@ class AsStreamPolicy:
     ) -> tuple[ControllerState, tuple[StageDecision, ...]]:
         period = self.options.asstream.monitoring_period_s
         monitorings = [view.rates(period, now_s) for view in job.stages]
-        # The source's workload is what arrives on Kafka, not what it got through (As-Stream's input queue).
-        arrival = {job.source.stage: evaluation.input_rate_rps}
+        # The source's workload is what arrives on Kafka, not what it got through (As-Stream's input
+        # queue), and the last seconds of it: a rise just before the tick shows there before the
+        # period's average (and the lag) would show it.
+        offered = evaluation.input_rate_rps if job.recent_arrival_rps is None else job.recent_arrival_rps
+        arrival = {job.source.stage: offered}
         prediction = predict_next_inputs(job.topology, monitorings, self.options.asstream, arrival, arrival)
         decisions: dict[str, StageDecision] = {}
         for view in job.stages[1:]:

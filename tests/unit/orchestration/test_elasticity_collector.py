@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from elasticity.control import Decision
-from orchestration.elasticity.collector import ChannelMap, NotReady, collect
+from orchestration.elasticity.collector import ChannelMap, NotReady, RecentArrivals, collect
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.realizer import target_for
 from tests.fakes.elasticity_stream import FakeStream
@@ -122,3 +122,22 @@ def test_one_period_whose_batch_ends_after_the_tick_does_not_halve_the_input_rat
     late = reading.metrics[-1].wall_time - 5.0  # the last 5 s of batches have not reported yet
     reading = replace(reading, metrics=[m for m in reading.metrics if m.wall_time <= late])
     assert collect(reading, tick.offsets, POLICY).snapshot.input_rate_rps == pytest.approx(600, rel=0.2)
+
+
+def test_recent_arrivals_give_the_last_seconds_rate_in_stage_records():
+    """The period's rate averages a rise with what came before it; the recent window does not."""
+    stream = FakeStream(channels=(0, 1), records_per_offset=3.0).run(10, 150, 0.5)
+    tick = collect(stream.read(), None, POLICY)
+    stream.run(10, 150, 0.5)
+    reading = stream.read()
+    assert collect(reading, tick.offsets, POLICY).recent_input_rate_rps is None  # not read: unknown
+    # 400 lines reached the input topic in the last 2 s (two partitions), i.e. 600 words/s.
+    starts = {p: end - 200 for p, end in reading.end_offsets.items()}
+    recent = collect(replace(reading, arrivals=RecentArrivals(2.0, starts)), tick.offsets, POLICY)
+    assert recent.recent_input_rate_rps == pytest.approx(600, rel=0.05)
+    assert recent.snapshot.input_rate_rps == pytest.approx(150, rel=0.05)
+
+
+def test_a_partition_without_recent_records_adds_nothing():
+    arrivals = RecentArrivals(2.0, {0: 100, 1: 50})
+    assert arrivals.offsets_per_second({0: 100, 1: 60, 2: 7}) == pytest.approx(5.0)
