@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from elasticity.control import ManualClock
 from elasticity.control.asstream import (
     JobSnapshot,
-    StageBatch,
     StageDecision,
     StagesLoop,
     StagesLoopState,
     StagesOptions,
     StageView,
+    stage_batches,
 )
 from orchestration.elasticity.collector import Collected, NotReady, OffsetSample, StreamReading, collect
 from orchestration.elasticity.policy import ElasticityPolicy
@@ -35,23 +35,19 @@ from pipelines.streams.names import FIRST_STAGE
 
 
 def stage_view(stage: str, records: Sequence[BatchMetrics]) -> StageView:
-    """A stage's metrics records (any order) as its view: batches in time order, channels of the newest."""
+    """A stage's metrics records (any order) as its view: batches in time order, channels of the newest.
+    Records of another stage are refused (a topic read by mistake would mix two stages' figures)."""
+    if strays := sorted({m.stage for m in records} - {stage}):
+        raise ValueError(f"metrics of stage(s) {strays} given as stage {stage!r}'s")
     ordered = sorted(records, key=lambda m: (m.wall_time, m.batch_id))
-    batches = []
-    for index, record in enumerate(ordered):
-        interval = record.wall_time - ordered[index - 1].wall_time if index else record.batch_ms / 1000.0
-        batches.append(
-            StageBatch(
-                time_s=record.wall_time,
-                interval_s=max(interval, 1e-3),
-                stage_s=own_seconds(record),
-                rows_in=record.input_records,
-                rows_out=record.output_rows or 0,
-                channels=record.channels,
-            )
-        )
-    channels = ordered[-1].channels if ordered else 1
-    return StageView(stage, channels, tuple(batches))
+    batches = stage_batches(
+        [m.wall_time for m in ordered],
+        [own_seconds(m) for m in ordered],
+        [(m.input_records, m.output_rows or 0) for m in ordered],
+        [m.channels for m in ordered],
+        first_interval_s=ordered[0].batch_ms / 1000.0 if ordered else None,
+    )
+    return StageView(stage, ordered[-1].channels if ordered else 1, batches)
 
 
 def later_stage_view(stage: str, records: Sequence[BatchMetrics], committed_epoch: int | None) -> StageView:

@@ -126,13 +126,21 @@ class JobSnapshot:
 
 
 def stage_batches(
-    ends_s: Sequence[float], stage_s: Sequence[float], rows: Sequence[tuple[int, int]], channels: Sequence[int]
+    ends_s: Sequence[float],
+    stage_s: Sequence[float],
+    rows: Sequence[tuple[int, int]],
+    channels: Sequence[int],
+    first_interval_s: float | None = None,
 ) -> tuple[StageBatch, ...]:
-    """Batches from parallel sequences in time order; the first one's interval is its own time
-    (nothing before it to measure from)."""
+    """Batches from parallel sequences in time order. Nothing before the first one to measure its
+    interval from: it is `first_interval_s` (the whole batch's duration, when known) or the
+    stage's own time in it."""
     batches = []
     for index, end in enumerate(ends_s):
-        interval = end - ends_s[index - 1] if index else stage_s[index]
+        if index:
+            interval = end - ends_s[index - 1]
+        else:
+            interval = stage_s[0] if first_interval_s is None else first_interval_s
         rows_in, rows_out = rows[index]
         batches.append(StageBatch(end, max(interval, 1e-3), stage_s[index], rows_in, rows_out, channels[index]))
     return tuple(batches)

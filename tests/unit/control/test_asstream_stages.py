@@ -627,3 +627,8 @@ def test_evaluation_congested_is_lag_congestion_or_overload_not_draining():
     overloaded = replace(base, overloaded=np.array([True, False]))
     assert overloaded.congested
     assert not replace(overloaded, congestion=replace(base.congestion, draining=True)).congested
+
+
+def test_stage_batches_take_the_first_interval_when_it_is_known():
+    made = stage_batches([10.0, 13.0], [0.5, 0.5], [(10, 5), (20, 10)], [1, 1], first_interval_s=2.0)
+    assert [b.interval_s for b in made] == [2.0, 3.0]
