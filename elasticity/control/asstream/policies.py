@@ -6,7 +6,7 @@ at most one `Decision` per stage:
 
 - `AsStreamPolicy` (seed 002): every tick, each downstream stage is pre-scaled to the input
   Eq. 10-11 predict for it from the rows offered to the source (the Kafka arrival of the last
-  seconds, `JobSnapshot.recent_arrival_rps`, when read) and the stages' mean selectivities,
+  seconds, `JobSnapshot.recent_arrival_rps`, when it is above the period's) and the stages' mean selectivities,
   before its backlog shows; when the job is congested, the stage the bottleneck ranking
   (Eq. 6-8) puts first is grown by Eq. 9; when the job is quiet, a stage whose predicted input
   leaves most of its capacity idle shrinks.
@@ -141,9 +141,10 @@ class AsStreamPolicy:
         period = self.options.asstream.monitoring_period_s
         monitorings = [view.rates(period, now_s) for view in job.stages]
         # The source's workload is what arrives on Kafka, not what it got through (As-Stream's input
-        # queue), and the last seconds of it: a rise just before the tick shows there before the
-        # period's average (and the lag) would show it.
-        offered = evaluation.input_rate_rps if job.recent_arrival_rps is None else job.recent_arrival_rps
+        # queue). The last seconds of it show a rise just before the tick that the period's average
+        # (and the lag) would show a tick later; the larger of the two, because record timestamps
+        # are the producers' (an event-time producer's look old) and a fall can wait a tick.
+        offered = max(evaluation.input_rate_rps, job.recent_arrival_rps or 0.0)
         arrival = {job.source.stage: offered}
         prediction = predict_next_inputs(job.topology, monitorings, self.options.asstream, arrival, arrival)
         decisions: dict[str, StageDecision] = {}

@@ -255,14 +255,17 @@ def test_as_stream_pre_scales_pages_for_a_rising_arrival_before_the_job_is_conge
         assert decisions["pages"].decision.action == "scale_out"
 
 
-def test_as_stream_predicts_from_the_recent_arrival_when_it_is_known():
+def test_as_stream_predicts_from_the_recent_arrival_when_it_is_above_the_periods():
     # The period averaged 100 rows/s, but 400 rows/s arrived in the last seconds (a rise just
     # before the tick): pages is sized for 0.5 x 400 = 200 rows/s -> ceil(200 / 56) = 4 channels.
-    # The same rise read the other way round (recent 100, period 400) keeps pages at 1.
     rising = replace(chain(pages_channels=1), recent_arrival_rps=400.0)
     assert moves(decide(as_stream(), not_ready(100.0), rising)) == {"pages": (1, 4, "as-stream-predict")}
+    # Without the recent reading, or with a recent rate below the period's (a fall, or timestamps
+    # that look old), the period's 100 rows/s: 50 rows/s fit pages' one channel.
+    assert decide(as_stream(), not_ready(100.0), chain(pages_channels=1)) == {}
+    assert decide(as_stream(), not_ready(100.0), replace(chain(pages_channels=1), recent_arrival_rps=0.0)) == {}
     falling = replace(chain(pages_channels=1), recent_arrival_rps=100.0)
-    assert decide(as_stream(), not_ready(400.0), falling) == {}
+    assert moves(decide(as_stream(), not_ready(400.0), falling)) == {"pages": (1, 4, "as-stream-predict")}
 
 
 def test_as_stream_pre_scales_for_the_wall_time_the_other_stages_leave():
