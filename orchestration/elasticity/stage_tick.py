@@ -183,3 +183,12 @@ def decide_stages_tick(
     cooling = loop.cooling_down(reading.now_s)
     why = "cooling down after a rescale" if cooling else f"{stages.policy}: no stage to rescale"
     return StagesTickOutcome(cursor, (), collector.collected, why, congested)
+
+
+def held_cursor(cursor_text: str | None, collected: Collected) -> str:
+    """The cursor while automatic rescaling is off and the loop would rescale: the offsets move on,
+    the loop's state stays as it was (nothing is decided while a person steers by hand), as the
+    single-stage sensor keeps it."""
+    data = json.loads(cursor_text) if cursor_text else {}
+    saved = data.get("loop")
+    return json.dumps({"loop": saved if isinstance(saved, str) else "", "offsets": collected.offsets.to_dict()})

@@ -106,7 +106,7 @@ def make_stages_sensor(
         from kafka.errors import KafkaError
 
         from orchestration.elasticity.collector import KafkaStreamSource
-        from orchestration.elasticity.stage_tick import committed_epochs, decide_stages_tick
+        from orchestration.elasticity.stage_tick import committed_epochs, decide_stages_tick, held_cursor
 
         spec = stream_spec(esp_settings.load(), entry)
 
@@ -141,7 +141,9 @@ def make_stages_sensor(
             committed_epochs(spec, later),
         )
         if not stream_policy.auto_rescale and outcome.rescales:
-            return skip(f"automatic rescaling is off in the policy; it would rescale {_what(outcome)}", context.cursor)
+            assert outcome.collected is not None  # a tick that decided has collected
+            held = held_cursor(context.cursor, outcome.collected)
+            return skip(f"automatic rescaling is off in the policy; it would rescale {_what(outcome)}", held)
         if not outcome.rescales:
             return skip(outcome.skip_reason or "", outcome.cursor)
         for rescale in outcome.rescales:

@@ -5,6 +5,8 @@ no stage is rescaled again."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, build_sensor_context, validate_run_config
 
@@ -41,14 +43,14 @@ def _job_defs(settings) -> Definitions:
     )
 
 
-def _sensor(defs: Definitions, stream: FakeStream):
+def _sensor(defs: Definitions, stream: FakeStream, policy: ElasticityPolicy = POLICY):
     jobs = [defs.resolve_job_def(resize_job_name(ENTRY.name, stage)) for stage in STAGES]
     return make_stages_sensor(
         ENTRY,
         STAGES,
         jobs,
         10,
-        POLICY,
+        policy,
         source=lambda spec, policy: FakeSource(stream),
         stage_reader=lambda spec, stage, limit: downstream_batches(stream, stage, 200.0),
     )
@@ -103,3 +105,19 @@ def test_no_stage_is_rescaled_while_a_request_waits_in_a_later_stages_control_fo
     result = _tick(_sensor(defs, stream), settings, instance)
     assert not result.run_requests
     assert "waits for fake (stage buckets)'s next batch boundary" in result.skip_reason.skip_message
+
+
+def test_with_automatic_rescaling_off_it_says_what_it_would_do_and_its_offsets_move_on(settings, instance) -> None:
+    """As the single-stage sensor: no run, the reason names the rescale; the loop's state is kept
+    but the offsets move on, so the next tick's rates cover one period, not all since the last
+    rescale."""
+    defs = _job_defs(settings)
+    stream = as_first_of_two_stages(FakeStream(channels=(0,)).run(60, 400.0, 0.5), 0.25)
+    sensor = _sensor(defs, stream, POLICY.model_copy(update={"auto_rescale": False}))
+    result = _tick(sensor, settings, instance, cursor=json.dumps({"loop": "", "offsets": None}))
+    assert not result.run_requests
+    assert "automatic rescaling is off" in result.skip_reason.skip_message
+    assert "buckets" in result.skip_reason.skip_message
+    cursor = json.loads(result.cursor)
+    assert cursor["loop"] == ""  # the loop's state as it was
+    assert cursor["offsets"]["time_s"] == pytest.approx(stream.now_s)
