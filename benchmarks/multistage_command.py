@@ -47,7 +47,12 @@ def multistage_command(
         8.0, "--downstream-ms", min=0.0, help="Per-record cost of stage buckets (the bottleneck), ms."
     ),
     slo: float = typer.Option(15.0, "--slo", min=0.5, help="SLO on the end-to-end p99 probe latency, s."),
-    interval: float = typer.Option(5.0, "--interval", min=1.0, help="Sampling period of the loop, s."),
+    interval: float = typer.Option(
+        2.5,
+        "--interval",
+        min=1.0,
+        help="Sampling period of the loop, s (a rise is pre-scaled only if a tick sees it before the lag builds).",
+    ),
     max_channels: int = typer.Option(6, "--max-channels", min=1, help="Most channels of a stage (task slots)."),
     max_offsets: int = typer.Option(20000, "--max-offsets", min=1, help="Cap on records per micro-batch."),
     executors: int = typer.Option(1, "--executors", min=1, help="N_executer of Eq. 9."),
