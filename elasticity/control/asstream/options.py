@@ -120,5 +120,5 @@ class StagesOptions(BaseModel):
         2.0,
         ge=0,
         description="The source's offered workload (Eq. 10's D_in of the first stage) is the Kafka arrival of the "
-        "last this many seconds, by record timestamp (0: over the whole sampling period).",
+        "last this many seconds, by record timestamp, when above the sampling period's (0: the period's only).",
     )

@@ -6,10 +6,10 @@ at most one `Decision` per stage:
 
 - `AsStreamPolicy` (seed 002): every tick, each downstream stage is pre-scaled to the input
   Eq. 10-11 predict for it from the rows offered to the source (the Kafka arrival of the last
-  seconds, `JobSnapshot.recent_arrival_rps`, when it is above the period's) and the stages' mean selectivities,
-  before its backlog shows; when the job is congested, the stage the bottleneck ranking
-  (Eq. 6-8) puts first is grown by Eq. 9; when the job is quiet, a stage whose predicted input
-  leaves most of its capacity idle shrinks.
+  seconds, `JobSnapshot.recent_arrival_rps`, when it is above the period's) and the stages' mean
+  selectivities, before its backlog shows; when the job is congested, the stage the bottleneck
+  ranking (Eq. 6-8) puts first is grown by Eq. 9; when the job is quiet, a stage whose predicted
+  input leaves most of its capacity idle shrinks.
 - `ReactivePolicy`: the same without prediction or ranking: when the job is congested, the stage
   that was busiest grows by the share it was over the target utilization; a stage shrinks on its
   measured input.
