@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 from orchestration.names import RESCALE_RULE_TAG, layout_asset_key, op_name, resize_job_name
+from pipelines.streams.names import FIRST_STAGE
 
 SOAK_TAG = "esp/soak"
 ENDED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
@@ -38,7 +39,7 @@ from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.resources import EspSettingsResource
 from orchestration.streams.catalog import StreamEntry
 
-ENTRY = StreamEntry(name={name!r}, job="wordcount", input_topic={topic!r}, load_kind="words")
+ENTRY = StreamEntry(name={name!r}, job={job!r}, input_topic={topic!r}, settings={settings!r})
 POLICY = ElasticityPolicy(
     slo_s=10.0, sample_period_s=5.0, probe_timeout_s=30.0, max_channels=6, rescale_timeout_s=240.0
 )
@@ -118,9 +119,19 @@ class ControlRoom:
     """`dagster dev` for one soaked stream, in its own process group, on 127.0.0.1."""
 
     def __init__(
-        self, folder: Path, config: Path, stream: str, topic: str, run_retention_s: float | None = None
+        self,
+        folder: Path,
+        config: Path,
+        stream: str,
+        topic: str,
+        run_retention_s: float | None = None,
+        job: str = "wordcount",
+        stream_settings: dict[str, Any] | None = None,
     ) -> None:
+        """`job` and `stream_settings` are the stream's catalog entry's (a multi-stage user job gets
+        its stages sensor and a resize job per stage)."""
         self.folder, self.config, self.stream, self.topic = folder, config, stream, topic
+        self.job, self.stream_settings = job, stream_settings or {}
         self.run_retention_s = run_retention_s
         self.log = folder / "dagster.log"
         self.defs = folder / "soak_defs.py"
@@ -137,7 +148,9 @@ class ControlRoom:
 
         settings = load_settings(self.config)
         prepare_dagster_home(settings)
-        defs = DEFS_TEMPLATE.format(name=self.stream, topic=self.topic, config=str(self.config))
+        defs = DEFS_TEMPLATE.format(
+            name=self.stream, topic=self.topic, config=str(self.config), job=self.job, settings=self.stream_settings
+        )
         if self.run_retention_s is not None:
             defs += RETENTION_TEMPLATE.format(days=self.run_retention_s / 86_400)
         self.defs.write_text(defs)
@@ -280,23 +293,24 @@ class ControlRoom:
         run_id: str = launched["run"]["runId"]
         return run_id
 
-    def resize_runs(self) -> list[ResizeRun]:
-        runs = self.graphql(RUNS, {"job": resize_job_name(self.stream)})["runsOrError"].get("results", [])
+    def resize_runs(self, stage: str = FIRST_STAGE) -> list[ResizeRun]:
+        """The runs of one stage's resize job, newest first."""
+        runs = self.graphql(RUNS, {"job": resize_job_name(self.stream, stage)})["runsOrError"].get("results", [])
         found = []
         for run in runs:
             tags = {t["key"]: t["value"] for t in run["tags"]}
             found.append(ResizeRun(run["runId"], run["status"], RESCALE_RULE_TAG in tags, SOAK_TAG in tags))
         return found
 
-    def status(self, run_id: str) -> str:
-        return next((r.status for r in self.resize_runs() if r.run_id == run_id), "UNKNOWN")
+    def status(self, run_id: str, stage: str = FIRST_STAGE) -> str:
+        return next((r.status for r in self.resize_runs(stage) if r.run_id == run_id), "UNKNOWN")
 
-    def wait_for_status(self, run_id: str, wanted: frozenset[str], timeout_s: float) -> str:
+    def wait_for_status(self, run_id: str, wanted: frozenset[str], timeout_s: float, stage: str = FIRST_STAGE) -> str:
         deadline = time.monotonic() + timeout_s
-        status = self.status(run_id)
+        status = self.status(run_id, stage)
         while status not in wanted and time.monotonic() < deadline:
             time.sleep(0.5)
-            status = self.status(run_id)
+            status = self.status(run_id, stage)
         return status
 
 
