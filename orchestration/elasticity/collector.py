@@ -317,52 +317,51 @@ class KafkaStreamSource:
 
         committed = StreamFiles(self.spec).committed_layout()
         recent = read_recent_counted(self.spec.kafka, self.spec.metrics_topic, limit=self.limit)
+        since_ms = int((now_s - self.arrival_window_s) * 1000) if self.arrival_window_s > 0 else None
+        ends, starts = read_input_offsets(self.spec.kafka, self.spec.input_topic, since_ms)
         return StreamReading(
             now_s=now_s,
             metrics=recent.records,
             skipped_metrics=recent.skipped,
             skipped_problem=recent.first_problem,
-            end_offsets=input_end_offsets(self.spec.kafka, self.spec.input_topic),
+            end_offsets=ends,
             consumed_offsets=checkpoint_offsets(self.spec.checkpoint, self.spec.input_topic),
             probe_period_s=self.spec.probe_period_s,
             committed_epoch=None if committed is None else committed.epoch,
-            arrivals=self._arrivals(now_s),
+            arrivals=None if starts is None else RecentArrivals(self.arrival_window_s, starts),
         )
 
-    def _arrivals(self, now_s: float) -> RecentArrivals | None:
-        if self.arrival_window_s <= 0:
-            return None
-        since_ms = int((now_s - self.arrival_window_s) * 1000)
-        starts = input_offsets_at(self.spec.kafka, self.spec.input_topic, since_ms)
-        return RecentArrivals(self.arrival_window_s, starts)
+
+def read_input_offsets(
+    bootstrap: KafkaConnection | str, topic: str, since_ms: int | None = None
+) -> tuple[dict[int, int], dict[int, int] | None]:
+    """One consumer's look at a topic: the broker end offset per partition and, with `since_ms`, per
+    partition the first offset whose record timestamp is at or after it (the end offset when
+    nothing was produced since); ({}, {} or None) if the topic does not exist."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(**kafka_connection(bootstrap).client_kwargs(), enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            return {}, (None if since_ms is None else {})
+        ends = {tp.partition: int(o) for tp, o in consumer.end_offsets(partitions).items()}
+        if since_ms is None:
+            return ends, None
+        found = consumer.offsets_for_times({tp: since_ms for tp in partitions})
+        return ends, {
+            tp.partition: int(at.offset) if at is not None else ends[tp.partition] for tp, at in found.items()
+        }
+    finally:
+        consumer.close()
 
 
 def input_offsets_at(bootstrap: KafkaConnection | str, topic: str, since_ms: int) -> dict[int, int]:
     """Per partition, the first offset whose record timestamp is at or after `since_ms` (the end
     offset when nothing was produced since; {} if the topic does not exist)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(**kafka_connection(bootstrap).client_kwargs(), enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        if not partitions:
-            return {}
-        found = consumer.offsets_for_times({tp: since_ms for tp in partitions})
-        ends = consumer.end_offsets(partitions)
-        return {tp.partition: int(at.offset if at is not None else ends[tp]) for tp, at in found.items()}
-    finally:
-        consumer.close()
+    return read_input_offsets(bootstrap, topic, since_ms)[1] or {}
 
 
 def input_end_offsets(bootstrap: KafkaConnection | str, topic: str) -> dict[int, int]:
     """Broker end offset per partition of a topic ({} if the topic does not exist)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(**kafka_connection(bootstrap).client_kwargs(), enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        if not partitions:
-            return {}
-        return {tp.partition: int(o) for tp, o in consumer.end_offsets(partitions).items()}
-    finally:
-        consumer.close()
+    return read_input_offsets(bootstrap, topic)[0]
