@@ -70,6 +70,8 @@ class BenchOptions:
     """The sensor policy's P6 target (None: the policy's default)."""
     scale_in_utilization: float | None = None
     """The sensor policy's P2 target (None: the policy's default)."""
+    admission_high_s: float | None = None
+    """The stream's admission-control high watermark (seed 004), s; None: admission off."""
 
 
 @dataclass
@@ -92,6 +94,7 @@ def _start_stream(config: Path, spec, options: BenchOptions, log: Path) -> subpr
         *("--channels", str(options.initial_channels), "--trigger", str(spec.trigger_seconds)),
         *("--max-offsets", str(options.max_offsets), "--service-ms", str(options.service_ms)),
         *("--observe-every", "10"),
+        *(("--admission-high", str(options.admission_high_s)) if options.admission_high_s else ()),
     )
 
 
@@ -128,7 +131,8 @@ def _control_loop(spec, policy, stop: threading.Event, started: float, log: Cont
             continue
         cursor = outcome.cursor
         rule = outcome.decision.rule if outcome.decision else None
-        log.ticks.append({"time_s": round(at, 2), "skip": outcome.skip_reason, "rule": rule})
+        signals = outcome.decision.signals if outcome.decision else {}
+        log.ticks.append({"time_s": round(at, 2), "skip": outcome.skip_reason, "rule": rule, "signals": signals})
 
 
 RESCALE_FAILURES = (TimeoutError, RuntimeError, ValueError)
@@ -276,6 +280,13 @@ def elasticity_command(
     scale_in_utilization: float | None = typer.Option(
         None, min=0.05, max=1.0, help="The policy's scale-in utilization target (default: the policy's)."
     ),
+    admission_high: float = typer.Option(
+        0.0,
+        "--admission-high",
+        min=0.0,
+        help="The stream's admission-control high watermark, s (seed 004: a rescale lands at a batch boundary, "
+        "and admission keeps batches short under a backlog; 0: admission off).",
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Run the elastic loop on a real stream under a trace, then static references; JSON + PNG."""
@@ -296,6 +307,7 @@ def elasticity_command(
         max_offsets,
         scale_out_utilization,
         scale_in_utilization,
+        admission_high or None,
     )
     console = Console()
     runs = []

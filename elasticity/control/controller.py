@@ -654,7 +654,7 @@ class ScalingController:
 
     # ------------------------------------------------------------------ helpers
     def _signals(self, ev: Evaluation, level: int, capacity: float | None, change: WorkloadChange) -> dict[str, float]:
-        return {
+        signals = {
             "level": float(level),
             "congestion_index": round(ev.congestion.index, 4),
             "lag_s": round(ev.congestion.lag_s, 4),
@@ -669,6 +669,9 @@ class ScalingController:
             "saturated": float(ev.saturated),
             "workload_change": {"up": 1.0, "down": -1.0, "unknown": 0.0}[change],
         }
+        if ev.busy_share is not None:  # what saturation is judged by, where the source measures it
+            signals["busy_share_mean"] = float(np.mean(ev.busy_share))
+        return signals
 
     @staticmethod
     def _sized_text(state: ControllerState) -> str:

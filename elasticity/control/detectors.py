@@ -134,19 +134,30 @@ def _drain_seconds(lag_records: float, throughput_rps: float | None) -> float:
 
 
 def saturated_period(
-    lag_before: float, lag_after: float, throughput_rps: float, period_s: float, min_backlog_periods: float
+    lag_before: float,
+    lag_after: float,
+    throughput_rps: float,
+    period_s: float,
+    min_backlog_periods: float,
+    busy_share: float | None = None,
+    min_busy_share: float = 0.0,
 ) -> bool:
     """Whether a period's throughput is what the stage can do: a backlog throughout it (at least
     `min_backlog_periods` of the period's work at its start and at its end) that did not shrink,
-    so the channels never ran out of input.
+    so the channels never ran out of input, and, where the channels' mean `busy_share` is
+    measured, channels busy at least `min_busy_share` of the period.
 
     A congestion found while the input rises can read a throughput bounded by the input, not by
     the channels (micro-batches trail the input and their lag is a sawtooth of about a batch);
-    only a backlog that stays above that bound rules it out.
+    only a backlog that stays above that bound rules it out. The lag alone cannot tell a backlog
+    from the sawtooth when the period is shorter than a batch cycle: a stream keeping up at
+    40 records/s holds ~150 records, four periods of its work at 2.5 s ticks, while its one
+    channel idles 80 % of the time. Idle channels are not at their capacity, whatever the lag.
     """
     work = throughput_rps * period_s
     backlog = min(lag_before, lag_after)
-    return work > 0 and backlog > 0 and backlog >= min_backlog_periods * work and lag_after >= lag_before
+    behind = work > 0 and backlog > 0 and backlog >= min_backlog_periods * work and lag_after >= lag_before
+    return behind and (busy_share is None or busy_share >= min_busy_share)
 
 
 def _push_row(window: np.ndarray, row: np.ndarray) -> np.ndarray:
@@ -351,6 +362,8 @@ def evaluate(
             snapshot.total_throughput_rps,
             snapshot.time_s - previous_time_s,
             options.congestion.saturation_backlog_periods,
+            None if snapshot.busy_share is None else float(np.mean(snapshot.busy_share)),
+            options.congestion.saturation_busy_share,
         )
     )
 

@@ -91,6 +91,14 @@ class CongestionOptions(_Options):
         "and did not shrink. Below 1, a micro-batch stream's lag (a sawtooth of about one batch even when it keeps "
         "up) or a lag that merely trails a rising input would pass for a backlog.",
     )
+    saturation_busy_share: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="Where the source measures the channels' busy shares, a period is saturated only if the "
+        "channels were busy at least this share of it on average: a lag a micro-batch stream holds while keeping up "
+        "can exceed a short period's work, but then its channels idle between batches.",
+    )
     drain_tolerance: float = Field(
         0.1,
         ge=0,

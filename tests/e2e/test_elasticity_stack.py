@@ -329,7 +329,6 @@ def zipf_words_hot_in_channel_0(
     return lambda sent: draws[sent % len(draws)]
 
 
-@pytest.mark.long  # not yet seen passing (BENCHMARKS.md 6.2): `make test-long`
 def test_sensor_splits_the_hot_channel_of_a_zipf_load_with_exact_results(spark, bootstrap, topic_factory, tmp_path):
     """Zipf-skewed words whose hottest keys saturate channel 0 of 2: every channel's probes are
     late (a micro-batch waits for its slowest task), and the sensor splits channel 0 because it

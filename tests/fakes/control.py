@@ -83,6 +83,7 @@ def make_snapshot(
     lag: float = 0.0,
     timed_out: Iterable[bool] | None = None,
     layout_epoch: int = 0,
+    busy_share: Iterable[float] | None = None,
 ) -> MetricsSnapshot:
     latency_list = list(latencies)
     return MetricsSnapshot.build(
@@ -93,6 +94,7 @@ def make_snapshot(
         lag_records=[lag / 2, lag / 2],
         probe_timed_out=list(timed_out) if timed_out is not None else None,
         layout_epoch=layout_epoch,
+        busy_share=list(busy_share) if busy_share is not None else None,
     )
 
 

@@ -212,3 +212,28 @@ def test_a_period_is_saturated_only_with_a_backlog_throughout_that_does_not_shri
     ]
     _, ev = run(rising + backlog)
     assert ev.saturated
+
+
+def test_a_lag_held_by_idle_channels_is_no_backlog():
+    # A micro-batch stream keeping up at 40 records/s holds ~150 records of lag (a batch cycle),
+    # several short periods of its work; its channel idles between batches.
+    assert saturated_period(150.0, 155.0, throughput_rps=40.0, period_s=2.5, min_backlog_periods=1.0)
+    assert not saturated_period(
+        150.0, 155.0, throughput_rps=40.0, period_s=2.5, min_backlog_periods=1.0, busy_share=0.2, min_busy_share=0.7
+    )
+    assert saturated_period(
+        4000.0, 6000.0, throughput_rps=400.0, period_s=2.5, min_backlog_periods=1.0, busy_share=0.9, min_busy_share=0.7
+    )
+    # Through the windows: the same flat lag, channels busy a fifth of each period, then full.
+    idle = [
+        make_snapshot(t, [2.0, 2.0], [20.0, 20.0], input_rate_rps=40.0, lag=150.0, busy_share=[0.2, 0.2])
+        for t in range(4)
+    ]
+    _, ev = run(idle)
+    assert not ev.saturated
+    busy = [
+        make_snapshot(4 + t, [2.0, 2.0], [20.0, 20.0], input_rate_rps=40.0, lag=150.0, busy_share=[0.9, 0.8])
+        for t in range(2)
+    ]
+    _, ev = run(idle + busy)
+    assert ev.saturated
