@@ -28,6 +28,13 @@ def chain_options(options: MultistageOptions, seed: int):
     )
 
 
+def per_second(series: np.ndarray, tick_s: float, seconds: int) -> np.ndarray:
+    """A per-tick series as one value per second: each second takes the tick it starts in (the
+    last tick for seconds beyond the series)."""
+    ticks = np.minimum((np.arange(seconds) / tick_s).astype(int), len(series) - 1)
+    return np.asarray(series)[ticks]
+
+
 def simulate_policy(policy_name: str, options: MultistageOptions, seed: int) -> PolicyRun:
     """One policy on the model under the benchmark's square trace; figures as the real run's."""
     from elasticity.control.asstream.simulation import simulate_chain
@@ -39,10 +46,9 @@ def simulate_policy(policy_name: str, options: MultistageOptions, seed: int) -> 
     model = chain_options(options, seed)
     run = simulate_chain(trace, model, stages_options(policy_name, options), policy.control_options())
     seconds = int(options.duration_s)
-    per_second = int(model.tick_s) if model.tick_s >= 1 else 1
 
     def seconds_of(series: np.ndarray) -> np.ndarray:
-        return np.repeat(series, per_second)[:seconds]
+        return per_second(series, model.tick_s, seconds)
 
     channels = {stage: seconds_of(series) for stage, series in run.channels.items()}
     target = trace.rate_at(np.arange(seconds, dtype=float))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.multistage_figures import StageRescaleAt, TickAt, first_after, policy_figures, rises
+from benchmarks.multistage_sim import per_second
 
 SQUARE = [100.0] * 10 + [400.0] * 10 + [100.0] * 10 + [400.0] * 10
 
@@ -54,3 +55,11 @@ def test_the_figures_are_plain_json_values_even_from_numpy_times() -> None:
     rescales = [StageRescaleAt(np.float64(11.0), "buckets", 1, 2, "reactive")]
     figures = policy_figures(SQUARE, {"buckets": np.ones(40)}, np.zeros(40), 8.0, rescales, ticks, "buckets")
     assert json.loads(json.dumps(figures))["steps"][0]["before_congestion"] is True
+
+
+def test_a_per_tick_series_becomes_one_value_per_second_at_any_tick_length() -> None:
+    # 2.5 s ticks (the default): repeating each tick int(2.5) = 2 times made 96 ticks 192 s of a
+    # 240 s run, so the model's figures lost a fifth of the run and the plot failed.
+    assert per_second(np.array([1.0, 2.0]), 2.5, 5).tolist() == [1.0, 1.0, 1.0, 2.0, 2.0]
+    assert per_second(np.arange(96.0), 2.5, 240).size == 240
+    assert per_second(np.array([1.0, 2.0]), 5.0, 12).tolist() == [1.0] * 5 + [2.0] * 7
