@@ -329,6 +329,12 @@ class SignalWindows:
         return windows
 
 
+def _recent_max_input(windows: SignalWindows, seen: int, periods: int | None) -> float:
+    """The highest input rate of the last `periods` periods seen in this layout (None: the whole window)."""
+    size = windows.input_rate.size if periods is None else min(periods, windows.input_rate.size)
+    return float(windows.input_rate[-max(1, min(seen, size)) :].max())
+
+
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -394,7 +400,7 @@ def evaluate(
         latest_throughput_rps=snapshot.throughput_rps,
         total_throughput_rps=float(recent_throughput),
         input_rate_rps=snapshot.input_rate_rps,
-        recent_max_input_rate_rps=float(windows.input_rate[-max(1, min(seen, windows.input_rate.size)) :].max()),
+        recent_max_input_rate_rps=_recent_max_input(windows, seen, options.controller.scale_in_input_periods),
         total_lag_records=snapshot.total_lag_records,
         congestion=congestion,
         timeout_in_window=bool(timed_out_recently.any()),

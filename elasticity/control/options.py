@@ -183,6 +183,12 @@ class ControllerOptions(_Options):
         description="P6 and P2 also size for draining the backlog a rescale starts with (the lag plus the input of "
         "one measured rescale pause) within this many seconds; None: size for the input only.",
     )
+    scale_in_input_periods: int | None = Field(
+        None,
+        ge=1,
+        description="P2 sizes a scale-in for the highest input rate of this many recent periods (None: every period "
+        "the detector windows hold, warmup_periods).",
+    )
     scale_in_dwell_factor: float = Field(
         4.0,
         gt=0,

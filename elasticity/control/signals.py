@@ -136,8 +136,9 @@ class Evaluation:
     ready_up: the overload and congestion windows are full since the last layout change, so
         scale-out/split decisions may be taken. ready_down: the underload window is full too, so
         scale-in/merge decisions may be taken (deliberately later: shrinking is never urgent).
-    recent_max_input_rate_rps: the highest input rate of the last `warmup_periods` periods;
-        scale-in sizes for it, so one quiet period does not shrink the stage.
+    recent_max_input_rate_rps: the highest input rate of the last `scale_in_input_periods`
+        periods (default `warmup_periods`); scale-in sizes for it, so one quiet period does not
+        shrink the stage.
     overloaded: per channel, eSault overload AND its latency is not draining (a channel
         catching up after a rescale is not asked to split again).
     saturated: this period had a backlog of at least one period's work at its start and at its

@@ -130,6 +130,10 @@ class ElasticityPolicy(BaseModel):
                 rescale_timeout_s=self.rescale_timeout_s,
                 scale_out_utilization=self.scale_out_utilization,
                 scale_in_utilization=self.scale_in_utilization,
+                # The input rate per period comes from the broker's offsets, exact: two periods tell a
+                # lasting fall from one quiet period. The whole window (four) made a fall in steps
+                # (eSault's, 16 s each) shrink the stage a step late each time.
+                scale_in_input_periods=2,
                 enable_split_merge=self.split_merge,
             ),
         )

@@ -237,3 +237,18 @@ def test_a_lag_held_by_idle_channels_is_no_backlog():
     ]
     _, ev = run(idle + busy)
     assert ev.saturated
+
+
+def test_scale_in_sizes_for_the_highest_input_of_the_configured_recent_periods():
+    falling = [
+        make_snapshot(t, [0.5, 0.5], [200.0, 200.0], input_rate_rps=rate) for t, rate in enumerate([800, 500, 250])
+    ]
+    _, ev = run(falling)
+    assert ev.recent_max_input_rate_rps == 800.0  # the whole window (warmup_periods) by default
+    options = OPTIONS.model_copy(
+        update={"controller": OPTIONS.controller.model_copy(update={"scale_in_input_periods": 2})}
+    )
+    windows = None
+    for snapshot in falling:
+        windows, ev = evaluate(windows, snapshot, options)
+    assert ev.recent_max_input_rate_rps == 500.0
