@@ -599,11 +599,7 @@ class ScalingController:
                     f"{ev.channels}: not worth a {ev.rescale_pause_s:.1f} s pause"
                 )
             if needed > counts[highest_below]:
-                lower = counts[highest_below]
-                return None, (
-                    f"{lower} channels would run at {rate / (lower * capacity):.0%} "
-                    f"(> {self.options.scale_in_utilization:.0%})"
-                )
+                return None, self._too_small_text(ev, counts[highest_below], rate, capacity)
             target, basis = needed, ""
         elif (floor_target := self._floor_target(state, ev, rate)) is not None and floor_target < ev.channels:
             # No saturated period yet (a scale-out that landed before one was seen), but the
@@ -631,6 +627,21 @@ class ScalingController:
                 return None, f"history shows {counts[above - 1]} channels congested"
             target = counts[above]
         return target, basis
+
+    def _too_small_text(self, ev: Evaluation, lower: int, rate: float, capacity: float) -> str:
+        """Why `lower` channels are too few for a scale-in: the input at the target utilization, and
+        the backlog's drain where that is what tips it (the utilization alone may fit)."""
+        utilization = self.options.scale_in_utilization
+        text = f"{lower} channels would run at {rate / (lower * capacity):.0%} (> {utilization:.0%})"
+        backlog = ev.total_lag_records + ev.rescale_pause_s * rate
+        if self.options.drain_target_s is None or backlog <= 0:
+            return text
+        carry, drain = rate / utilization, backlog / self.options.drain_target_s
+        return (
+            f"{lower} channels carry {lower * capacity:,.0f} rec/s: {rate:,.0f} rec/s at {utilization:.0%} needs "
+            f"{carry:,.0f}, and draining the lag of {backlog:,.0f} records in {self.options.drain_target_s:.0f} s "
+            f"{drain:,.0f} more"
+        )
 
     def _floor_target(self, state: ControllerState, ev: Evaluation, rate: float) -> int | None:
         """The level that carries `rate` at scale_in_utilization if each channel does only the

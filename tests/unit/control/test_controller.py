@@ -118,6 +118,15 @@ def test_p2_holds_when_the_lower_level_would_run_too_hot():
     assert decision.action == "none" and decision.rule == "P2"
 
 
+def test_p2_names_the_backlog_when_draining_it_is_what_keeps_the_channels():
+    # 6 x 1000 rec/s carry 2,900 rec/s at 50 % (5,800), but not the 20,000-record lag drained in
+    # 20 s on top (1,000 more): the hold must say so, not "6 channels would run at 48 % (> 50 %)".
+    ev = make_evaluation(8, throughput_rps=2900.0, lag_records=20000.0)
+    _, decision = controller(scale_in_utilization=0.5).decide(state_with(channel_capacity_rps=1000.0), ev, 100.0)
+    assert decision.action == "none" and decision.rule == "P2"
+    assert "draining the lag of 20,000 records in 20 s 1,000 more" in decision.reason, decision.reason
+
+
 def test_p2_without_capacity_probes_one_level_only_when_most_channels_are_underloaded():
     light = make_evaluation(8, underloaded=range(8))
     _, decision = controller().decide(state_with(), light, 100.0)
