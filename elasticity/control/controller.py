@@ -506,7 +506,7 @@ class ScalingController:
         if self.options.drain_target_s is not None:
             # Capacity beyond the input is what drains a backlog, and while it drains the SLO stays
             # broken; the rescale's own pause adds its input to the lag.
-            backlog = ev.total_lag_records + ev.rescale_pause_s * rate_rps
+            backlog = _backlog(ev, rate_rps)
             needed += backlog / (self.options.drain_target_s * capacity_rps)
         return needed
 
@@ -633,7 +633,7 @@ class ScalingController:
         the backlog's drain where that is what tips it (the utilization alone may fit)."""
         utilization = self.options.scale_in_utilization
         text = f"{lower} channels would run at {rate / (lower * capacity):.0%} (> {utilization:.0%})"
-        backlog = ev.total_lag_records + ev.rescale_pause_s * rate
+        backlog = _backlog(ev, rate)
         if self.options.drain_target_s is None or backlog <= 0:
             return text
         carry, drain = rate / utilization, backlog / self.options.drain_target_s
@@ -737,6 +737,11 @@ class ScalingController:
             signals=signals,
             reason=reason,
         )
+
+
+def _backlog(ev: Evaluation, rate_rps: float) -> float:
+    """Records a rescale starts behind by: the lag plus one measured rescale pause of input."""
+    return ev.total_lag_records + ev.rescale_pause_s * rate_rps
 
 
 def _seconds(value: float) -> str:
