@@ -66,6 +66,8 @@ class BenchOptions:
     static_seconds: float
     static_target: float
     max_offsets: int
+    records_per_channel: int | None = None
+    """The stream's cap on records per batch per channel (None: none)."""
     scale_out_utilization: float | None = None
     """The sensor policy's P6 target (None: the policy's default)."""
     scale_in_utilization: float | None = None
@@ -94,6 +96,7 @@ def _start_stream(config: Path, spec, options: BenchOptions, log: Path) -> subpr
         *("--channels", str(options.initial_channels), "--trigger", str(spec.trigger_seconds)),
         *("--max-offsets", str(options.max_offsets), "--service-ms", str(options.service_ms)),
         *("--observe-every", "10"),
+        *(("--max-records-per-channel", str(options.records_per_channel)) if options.records_per_channel else ()),
         *(("--admission-high", str(options.admission_high_s)) if options.admission_high_s else ()),
     )
 
@@ -271,6 +274,13 @@ def elasticity_command(
         0.9, "--static-target", min=0.0, max=1.0, help="SLO attainment a static count must reach."
     ),
     max_offsets: int = typer.Option(10000, "--max-offsets", min=1, help="Cap on records per micro-batch."),
+    records_per_channel: int = typer.Option(
+        1500,
+        "--records-per-channel",
+        min=0,
+        help="Cap on records per micro-batch per channel: a rescale lands at a batch boundary, and this bounds "
+        "its wait for the batch in flight (0: no such cap).",
+    ),
     repetitions: int = typer.Option(
         1, "--repetitions", min=1, help="Whole runs (each on a fresh stream); figures as medians with their spread."
     ),
@@ -305,6 +315,7 @@ def elasticity_command(
         static_seconds,
         static_target,
         max_offsets,
+        records_per_channel or None,
         scale_out_utilization,
         scale_in_utilization,
         admission_high or None,

@@ -52,6 +52,12 @@ def run(
     ),
     trigger: float | None = typer.Option(None, help="Micro-batch trigger interval, seconds (default: 1)."),
     max_offsets: int | None = typer.Option(None, help="Cap on records per micro-batch."),
+    max_records_per_channel: int | None = typer.Option(
+        None,
+        min=1,
+        help="Cap on records per micro-batch per channel: bounds a rescale's wait for the batch in flight "
+        "(default: none).",
+    ),
     root: str | None = typer.Option(
         None, help="Stream folder: a path or a file:// or s3:// URI (default: <run dir>/streams/<name>)."
     ),
@@ -105,6 +111,7 @@ def run(
             channels=channels,
             trigger_seconds=trigger,
             max_offsets_per_trigger=max_offsets,
+            max_records_per_channel=max_records_per_channel,
             service_ms_per_record=service_ms,
             stage_service_ms_per_record=_stage_costs(stage_service_ms),
             compact_every_batches=compact_every,

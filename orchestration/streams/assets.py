@@ -46,6 +46,12 @@ class StreamRunConfig(Config):
     max_offsets_per_trigger: int | None = Field(
         None, description="Cap on records per micro-batch (None: the stream's setting)."
     )
+    max_records_per_channel: int | None = Field(
+        None,
+        ge=1,
+        description="Cap on records per micro-batch per channel, so a rescale's wait for the batch in flight stays "
+        "bounded (None: the stream's setting, off by default).",
+    )
     observe_every_s: float = Field(5.0, gt=0, description="Seconds between AssetObservations.")
     max_runtime_s: float | None = Field(
         None, description="Stop by itself after this long (None: run until terminated)."
@@ -92,6 +98,7 @@ def run_options(config: StreamRunConfig) -> dict[str, object]:
         "channels": config.channels,
         "trigger_seconds": config.trigger_seconds,
         "max_offsets_per_trigger": config.max_offsets_per_trigger,
+        "max_records_per_channel": config.max_records_per_channel,
         "compact_every_batches": config.compact_every_batches,
         "bronze_retention_days": config.bronze_retention_days,
         "admission": AdmissionOptions.from_watermarks(

@@ -1,6 +1,7 @@
-"""Admission control's side of a batch boundary (`pipelines.streams.admission`): after each batch,
-the next batch's cap is decided; a changed cap refuses the following batches until the runner has
-swapped the query for one started with the new cap, and the next batch reports the swap's pause.
+"""The records cap's side of a batch boundary: after each batch, the cap the next batch should run
+under is decided (admission control's, `pipelines.streams.admission`, and the per-channel cap, which
+follows the channels a rescale leaves); a changed cap refuses the following batches until the runner
+has swapped the query for one started with the new cap, and the next batch reports the swap's pause.
 
 The flags here are shared by two threads: the query's batch thread (which decides and refuses) and
 the runner's swap thread (which waits for a change and restarts the query)."""
@@ -8,6 +9,7 @@ the runner's swap thread (which waits for a change and restarts the query)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipelines.streams.admission import AdmissionGate, admitted_records, batch_outcome
@@ -21,6 +23,10 @@ class CapSwitch:
     gate: AdmissionGate | None
     checkpoint: str
     input_topic: str
+    wanted_cap: Callable[[], int | None]
+    """The cap the next batch should run under (None: none), read after the gate's decision."""
+    query_cap: int | None = None
+    """The cap the running query was started with."""
     refusing: threading.Event = field(default_factory=threading.Event)
     """Set: batches are refused while the query is swapped for one with a new cap."""
     swapping: threading.Event = field(default_factory=threading.Event)
@@ -38,10 +44,20 @@ class CapSwitch:
         """Decide the next batch's cap; a changed cap refuses later batches until the query is swapped."""
         metrics.query_restart_ms, self.restart_ms = self.restart_ms, None
         disturbed, self.new_query = self.new_query, False
-        if self.gate is None:
-            return
-        admitted = admitted_records(self.checkpoint, metrics.batch_id, self.input_topic)
-        metrics.admitted_records = admitted
+        if self.gate is not None or self.query_cap is not None:
+            metrics.admitted_records = admitted_records(self.checkpoint, metrics.batch_id, self.input_topic)
+        if self.gate is not None:
+            self._admission_decision(metrics, disturbed)
+        if self.wanted_cap() != self.query_cap:
+            # Set before this batch returns, so the next one cannot begin under the old cap.
+            self.decided_by_batch = metrics.batch_id
+            self.refusing.set()
+            self.swapping.set()
+            self.changed.set()
+
+    def _admission_decision(self, metrics: BatchMetrics, disturbed: bool) -> None:
+        assert self.gate is not None
+        admitted = metrics.admitted_records
         if admitted is None or disturbed:
             # The first batch of a new query pays its start-up (planning, cold caches): like a
             # window disturbed by a rescale, it is no evidence of the load. The cap holds.
@@ -49,12 +65,6 @@ class CapSwitch:
             return
         decision = self.gate.after_batch(batch_outcome(metrics, admitted))
         metrics.admission_cap, metrics.admission_rule = decision.cap_records, decision.rule
-        if decision.changed:
-            # Set before this batch returns, so the next one cannot begin under the old cap.
-            self.decided_by_batch = metrics.batch_id
-            self.refusing.set()
-            self.swapping.set()
-            self.changed.set()
 
     def wait_for_change(self, timeout_s: float) -> bool:
         """True (and the change taken) if a new cap was decided within `timeout_s`."""

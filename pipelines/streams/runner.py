@@ -8,11 +8,11 @@ is a no-op). The Kafka results and dead-letter topics are at-least-once (a repla
 publishes again; records are keyed so consumers can keep the last value).
 
 This module keeps the stream's lifecycle (lease, checkpoint check, start, stop, the query swap for
-a new admission cap) and the batch loop; its collaborators do the rest: `stage_runtime` (one per
+a new records cap) and the batch loop; its collaborators do the rest: `stage_runtime` (one per
 elastic stage of the job: its layout, rescale requests, migrator, snapshots), `topics` (the Kafka
 topics made ready), `sinks` (a batch's table and topic writes), `stage_calls` (what a stage is
-called with), `rescaling` (a pending rescale at the batch boundary), `cap_switch` (admission
-decisions) and `reporting` (a batch's metrics and their producer).
+called with), `rescaling` (a pending rescale at the batch boundary), `cap_switch` (the records cap:
+admission control's and the per-channel one) and `reporting` (a batch's metrics and their producer).
 
 A job with several elastic stages runs them in order within each batch, each under its own
 committed layout; each stage applies its own pending rescale at the batch's start.
@@ -113,7 +113,7 @@ class ElasticStream:
         ]
         self.retention = TableRetention(self.spark, self.spec, self.logic.result_key_columns)
         self.admission = AdmissionGate(self.spec.admission, self.spec.control_dir) if self.spec.admission else None
-        self.caps = CapSwitch(self.admission, self.spec.checkpoint, self.spec.input_topic)
+        self.caps = CapSwitch(self.admission, self.spec.checkpoint, self.spec.input_topic, self._records_per_batch)
         self.sinks = BatchSinks(self.spec, self.logic)
 
     # -- the first stage's parts (a one-stage stream's only ones) ------------------------------
@@ -198,12 +198,13 @@ class ElasticStream:
         if warmed_s is not None:
             log.info("stream %s: %d Python workers started in %.2f s", self.spec.name, channels, warmed_s)
         self.query = self._start_query()
-        if self.admission is not None:
-            threading.Thread(target=self._swap_on_cap_change, name=f"{self.spec.name}-admission", daemon=True).start()
+        if self.admission is not None or self.spec.max_records_per_channel is not None:
+            threading.Thread(target=self._swap_on_cap_change, name=f"{self.spec.name}-caps", daemon=True).start()
         return self.query
 
     def _start_query(self) -> StreamingQuery:
-        source = kafka_io.read_stream(self.spark, self.spec.kafka, self.spec.input_topic, self._records_per_batch())
+        self.caps.query_cap = self._records_per_batch()
+        source = kafka_io.read_stream(self.spark, self.spec.kafka, self.spec.input_topic, self.caps.query_cap)
         return (
             source.writeStream.queryName(self.spec.name)
             .foreachBatch(self.process_batch)
@@ -213,8 +214,14 @@ class ElasticStream:
         )
 
     def _records_per_batch(self) -> int | None:
-        """The tighter of the configured cap and admission control's (None: no cap)."""
-        caps = [self.spec.max_offsets_per_trigger, self.admission.cap_records if self.admission else None]
+        """The tightest of the configured cap, the per-channel cap for the committed channels and
+        admission control's (None: no cap)."""
+        per_channel = self.spec.max_records_per_channel
+        caps = [
+            self.spec.max_offsets_per_trigger,
+            per_channel * self.registry.committed().n_channels if per_channel is not None else None,
+            self.admission.cap_records if self.admission else None,
+        ]
         present = [cap for cap in caps if cap is not None]
         return min(present) if present else None
 
@@ -266,7 +273,7 @@ class ElasticStream:
             self.caps.restart_ms = (time.perf_counter() - started) * 1000
             replanned = "no batch planned under the old cap" if forgotten is None else f"batch {forgotten} replanned"
             log.warning(
-                "admission: query restarted with %s records per batch in %.0f ms (%s)",
+                "records cap: query restarted with %s records per batch in %.0f ms (%s)",
                 self._records_per_batch(),
                 self.caps.restart_ms,
                 replanned,

@@ -57,6 +57,13 @@ class StreamSpec(BaseModel):
     max_offsets_per_trigger: int | None = Field(
         None, ge=1, description="Cap on records per micro-batch (None: all available)."
     )
+    max_records_per_channel: int | None = Field(
+        None,
+        ge=1,
+        description="Cap on records per micro-batch per channel of the first elastic stage: a rescale lands at a "
+        "batch boundary, so this bounds its wait for the batch in flight; the query restarts (~0.1 s) when a "
+        "rescale changes the cap (None: no per-channel cap).",
+    )
     admission: AdmissionOptions | None = Field(
         None,
         description="Admission control (seed 004's high/low watermarks on the batch duration): cap the records a "

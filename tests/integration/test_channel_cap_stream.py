@@ -1,0 +1,79 @@
+"""The per-channel records cap on the real stream (`esp stream run --max-records-per-channel`):
+under a backlog each batch admits at most the cap times the channels it runs on, a rescale raises
+the cap with the channels (the query is restarted after the rescaling batch, the restart reported),
+and SIGKILLs around it lose and double nothing: the results equal the oracle."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from pipelines.streams.metrics import read_recent
+from pipelines.streams.names import checkpoint_path, metrics_topic, results_table_path
+from tests.integration.streams import config_for, kill_group, produce, run_esp, start_stream, wait_for_checkpoint
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+NAME = "channelcap"
+PER_CHANNEL = 300
+
+
+def _lines(count: int, offset: int = 0) -> list[str]:
+    return [" ".join(f"c{i}x{j}" for j in range(4)) for i in range(offset, offset + count)]
+
+
+def _batches(bootstrap: str, process) -> dict:
+    assert process.poll() is None, "the stream exited"
+    return {m.batch_id: m for m in read_recent(bootstrap, metrics_topic(NAME), limit=1000, timeout_s=2)}
+
+
+def test_batches_admit_the_cap_per_channel_a_rescale_raises_it_and_kills_lose_nothing(
+    spark, bootstrap, topic_factory, tmp_path
+):
+    from pipelines import kafka_io
+    from pipelines.jobs.wordcount import batch_oracle
+    from tests.results import latest_word_counts
+
+    topic = topic_factory("channelcap", partitions=4)
+    config = config_for(tmp_path, bootstrap)
+    root = tmp_path / "stream"
+    log = tmp_path / "stream.log"
+    args = ["--name", NAME, "--job", "wordcount", "--topic", topic, "--root", str(root), "--channels", "1"]
+    args += ["--trigger", "0.2", "--service-ms", "0.3", "--max-records-per-channel", str(PER_CHANNEL)]
+
+    produce(bootstrap, topic, _lines(2_000))
+    process = start_stream(config, log, *args)
+    try:
+        wait_for("three batches", lambda: len(_batches(bootstrap, process)) >= 3, 300, poll_s=1)
+        rescaled = run_esp(config, "stream", "rescale", "--root", str(root), "--channels", "3", "--timeout", "180")
+        assert rescaled.returncode == 0, rescaled.stdout + rescaled.stderr
+        produce(bootstrap, topic, _lines(3_000, offset=10_000))
+        wait_for_checkpoint(checkpoint_path(root), topic, bootstrap, timeout_s=300, process=process)
+        batches = _batches(bootstrap, process)
+
+        for batch_id, metrics in batches.items():
+            before = batches.get(batch_id - 1)
+            # A batch is planned under the channels the batch before it left (a rescale applies at
+            # the start of the batch that was planned under the old layout).
+            if before is not None and metrics.admitted_records is not None:
+                assert metrics.admitted_records <= PER_CHANNEL * before.channels, (batch_id, metrics, before)
+        after = [m for m in batches.values() if m.channels == 3 and (m.admitted_records or 0) > PER_CHANNEL]
+        assert after, f"no batch on 3 channels admitted more than one channel's cap: {sorted(batches)}"
+        assert any(m.query_restart_ms for m in batches.values()), "no batch reported the query's restart"
+
+        produce(bootstrap, topic, _lines(3_000, offset=20_000))
+        for _ in range(2):  # killed under a backlog, restarted with the cap of the committed channels
+            time.sleep(3)
+            kill_group(process, signal.SIGKILL)
+            process = start_stream(config, log, *args)
+        wait_for_checkpoint(checkpoint_path(root), topic, bootstrap, timeout_s=300, process=process)
+    finally:
+        kill_group(process, signal.SIGTERM)
+
+    streamed = latest_word_counts(spark, results_table_path(root))
+    oracle = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
+    wrong = {w: (streamed.get(w), n) for w, n in oracle.items() if streamed.get(w) != n}
+    assert not wrong, f"{len(wrong)} of {len(oracle)} words wrong, e.g. {list(wrong.items())[:5]}"
