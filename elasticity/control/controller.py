@@ -24,10 +24,13 @@ period. The order of reasoning follows Gedik's flowchart:
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel.
 
-The capacity estimate comes only from saturated periods (a backlog of a period's work
-throughout, `Evaluation.saturated`): the mean of the recent samples less one standard
-deviation. An unsaturated period only raises a lower bound (what the channels demonstrably
-processed), which replaces the estimate when it exceeds every saturated sample.
+The capacity estimate comes from saturated periods (a backlog of a period's work throughout,
+`Evaluation.saturated`): the mean of the recent samples less one standard deviation. Until one
+is seen, P6's scale-out takes the same statistic over busy-time samples: records per second of
+the channels' busy time (DS2's true processing rate), read only from periods whose channels were
+busy enough for a batch's fixed costs not to dominate. Neither is bounded by the input, unlike an
+unsaturated period's throughput, which only raises a lower bound (what the channels demonstrably
+processed) that replaces the estimate when it exceeds every saturated sample.
 """
 
 from __future__ import annotations
@@ -114,6 +117,10 @@ class ControllerState(BaseModel):
     )
     capacity_samples_rps: list[float] = Field(
         default_factory=list, description="Per-channel throughput of the recent saturated periods, oldest first."
+    )
+    busy_rate_samples_rps: list[float] = Field(
+        default_factory=list,
+        description="Records per busy second of a channel in the recent periods busy enough to read it, oldest first.",
     )
     capacity_floor_rps: float | None = Field(
         None, description="Lower bound: the highest per-channel throughput any undisturbed period showed."
@@ -217,12 +224,26 @@ def capacity_from_samples(samples: list[float]) -> tuple[float, float]:
     return max(float(values.min()), float(values.mean()) - spread), spread
 
 
+def scale_out_capacity(state: ControllerState) -> float | None:
+    """The per-channel capacity P6 sizes a scale-out by: the saturated estimate, else (none seen
+    yet) the busy-time samples' mean less one standard deviation. Only scale-out takes the
+    busy-time stand-in: stepping up one level at a time costs a pause and a growing backlog per
+    step, where scale-in's one-level probe is cheap and guarded by the level history."""
+    if state.channel_capacity_rps is not None or not state.busy_rate_samples_rps:
+        return state.channel_capacity_rps
+    return capacity_from_samples(state.busy_rate_samples_rps)[0]
+
+
 def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -> ControllerState:
     """Add this period to the capacity estimate: a sample if it was saturated (and processed
-    something: a window with nothing done says nothing), the lower bound in any case."""
+    something: a window with nothing done says nothing), a busy-time sample if its channels were
+    busy enough to read one (`scale_out_capacity`), the lower bound in any case."""
     samples = list(state.capacity_samples_rps)
     if evaluation.saturated and (measured := measured_capacity(evaluation)) > 0:
         samples = [*samples, measured][-keep:]
+    busy_samples = list(state.busy_rate_samples_rps)
+    if evaluation.busy_rate_rps is not None and evaluation.busy_rate_rps > 0:
+        busy_samples = [*busy_samples, evaluation.busy_rate_rps][-keep:]
     demonstrated = evaluation.total_throughput_rps / max(1, evaluation.channels)
     floor = max(state.capacity_floor_rps or 0.0, demonstrated) or None
     # A cursor from before the samples were kept has an estimate but no samples: keep it.
@@ -233,7 +254,12 @@ def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -
         # caught mid-batch): the samples are stale, the lower bound is the better estimate.
         capacity = floor
     return state.model_copy(
-        update={"capacity_samples_rps": samples, "capacity_floor_rps": floor, "channel_capacity_rps": capacity}
+        update={
+            "capacity_samples_rps": samples,
+            "busy_rate_samples_rps": busy_samples,
+            "capacity_floor_rps": floor,
+            "channel_capacity_rps": capacity,
+        }
     )
 
 
@@ -493,7 +519,7 @@ class ScalingController:
         if self._no_gain_level_above(state, level, ev.total_throughput_rps) is not None:
             return None
         target = level + 1
-        capacity = state.channel_capacity_rps
+        capacity = scale_out_capacity(state)
         if capacity and capacity > 0:
             needed = self._channels_needed(ev, ev.input_rate_rps, capacity, self.options.scale_out_utilization)
             target = max(target, self.levels.level_covering(needed))
@@ -686,14 +712,14 @@ class ScalingController:
 
     @staticmethod
     def _sized_text(state: ControllerState) -> str:
-        samples = state.capacity_samples_rps
+        samples, kind = state.capacity_samples_rps, "saturated period(s)"
         if not samples:
+            samples, kind = state.busy_rate_samples_rps, "period(s) by busy time, none saturated yet"
+        capacity = scale_out_capacity(state)
+        if not samples or capacity is None:
             return ""
         mean, spread = float(np.mean(samples)), float(np.std(samples))
-        return (
-            f" (capacity {state.channel_capacity_rps:,.0f} rec/s per channel: {mean:,.0f} +- {spread:,.0f} "
-            f"over {len(samples)} saturated period(s))"
-        )
+        return f" (capacity {capacity:,.0f} rec/s per channel: {mean:,.0f} +- {spread:,.0f} over {len(samples)} {kind})"
 
     @staticmethod
     def _forgot_text(signals: dict[str, float]) -> str:

@@ -329,6 +329,19 @@ class SignalWindows:
         return windows
 
 
+def busy_time_rate(throughput_rps: FloatArray, busy_share: FloatArray | None, min_share: float | None) -> float | None:
+    """Records one channel processes per second of busy time (DS2's true processing rate): the
+    period's records over its channels' busy time. Unlike the throughput, it is not bounded by the
+    input; None when busy shares are not measured or the channels were busy less than `min_share`
+    of the period on average (a batch's fixed costs then weigh too much)."""
+    if busy_share is None or min_share is None or busy_share.size == 0:
+        return None
+    busy = float(np.sum(busy_share))
+    if busy <= 0 or busy / busy_share.size < min_share:
+        return None
+    return float(np.sum(throughput_rps)) / busy
+
+
 def _recent_max_input(windows: SignalWindows, seen: int, periods: int | None) -> float:
     """The highest input rate of the last `periods` periods seen in this layout (None: the whole window)."""
     size = windows.input_rate.size if periods is None else min(periods, windows.input_rate.size)
@@ -405,6 +418,9 @@ def evaluate(
         congestion=congestion,
         timeout_in_window=bool(timed_out_recently.any()),
         saturated=saturated,
+        busy_rate_rps=None
+        if masked
+        else busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, options.controller.busy_rate_min_share),
         settling=masked,
         rescale_pause_s=windows.pause_s,
         busy_share=windows.busy_share(),

@@ -150,6 +150,15 @@ class ControllerOptions(_Options):
         description="Saturated periods kept for the per-channel capacity estimate (their mean less one standard "
         "deviation sizes P6 and P2); unsaturated periods only raise a lower bound.",
     )
+    busy_rate_min_share: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Until a saturated period is seen, P6 sizes a scale-out by the channels' records per second of "
+        "busy time (DS2's true processing rate), from periods whose channels were busy at least this share on "
+        "average: below it, per-batch fixed costs weigh too much and the rate reads low (None: off; Gedik's "
+        "one-level probe then stands in, free where a rescale costs nothing).",
+    )
     throughput_change_factor: float = Field(
         0.15,
         gt=0,

@@ -144,6 +144,9 @@ class Evaluation:
     saturated: this period had a backlog of at least one period's work at its start and at its
         end, so the stage never ran out of input: its throughput is what the channels can do
         (the only periods the capacity estimate is taken from).
+    busy_rate_rps: records one channel processed per second of its busy time this period (DS2's
+        true processing rate), when the snapshots carry busy shares and the channels were busy
+        enough for it to be read (`ControllerOptions.busy_rate_min_share`); None otherwise.
     settling: this period is part of a rescale's pause or of the settling after it; it did not
         enter the windows, and neither ready flag is set.
     rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
@@ -170,6 +173,7 @@ class Evaluation:
     congestion: CongestionSignal
     timeout_in_window: bool
     saturated: bool = False
+    busy_rate_rps: float | None = None
     settling: bool = False
     rescale_pause_s: float = 0.0
     busy_share: FloatArray | None = None

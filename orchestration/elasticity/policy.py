@@ -134,6 +134,11 @@ class ElasticityPolicy(BaseModel):
                 # lasting fall from one quiet period. The whole window (four) made a fall in steps
                 # (eSault's, 16 s each) shrink the stage a step late each time.
                 scale_in_input_periods=2,
+                # A rescale lands at a batch boundary and each one-level step costs a batch of
+                # growing backlog: size the first scale-out by the channels' busy-time rate (half
+                # busy or more, so a batch's fixed costs do not dominate it) before any period is
+                # saturated.
+                busy_rate_min_share=0.5,
                 enable_split_merge=self.split_merge,
             ),
         )

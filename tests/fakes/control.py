@@ -33,6 +33,7 @@ def make_evaluation(
     rescale_pause_s: float = 0.0,
     busy_share: Sequence[float] | None = None,
     top_key_share: Sequence[float] | None = None,
+    busy_rate_rps: float | None = None,
 ) -> Evaluation:
     """An evaluation as the detectors would produce it; per-channel arrays follow the given sets."""
     over = np.zeros(channels, dtype=bool)
@@ -67,6 +68,7 @@ def make_evaluation(
         ),
         timeout_in_window=False,
         saturated=saturated,
+        busy_rate_rps=busy_rate_rps,
         settling=settling,
         rescale_pause_s=rescale_pause_s,
         busy_share=None if busy_share is None else np.asarray(busy_share, dtype=float),

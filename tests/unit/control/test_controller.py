@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -329,6 +330,34 @@ def test_an_unsaturated_congestion_gives_a_lower_bound_only_and_p1_steps_one_lev
     state, decision = controller().decide(state_with(), rising, 100.0)
     assert decision.action == "scale_out" and decision.rule == "P1" and decision.to_channels == 2
     assert state.channel_capacity_rps is None and state.capacity_floor_rps == 377.0
+
+
+def test_before_any_saturated_period_p6_sizes_a_scale_out_by_the_busy_time_rate():
+    # Square's first high phase on the real stack: one channel, busy, 215 rec/s per busy second
+    # while 700 rec/s arrive and the period is not yet saturated. Stepping to 2 channels cost a
+    # batch of growing backlog; the busy-time rate says 700 / (215 x 0.7) = 4.7 (+ the lag's drain).
+    rising = make_evaluation(
+        1, congested=True, overloaded=[0], throughput_rps=200.0, input_rate_rps=700.0, busy_rate_rps=215.0
+    )
+    state, decision = controller(busy_rate_min_share=0.5).decide(state_with(), rising, 100.0)
+    assert decision.action == "scale_out" and decision.rule == "P1+P6" and decision.to_channels == 6
+    assert "by busy time, none saturated yet" in decision.reason
+    assert state.busy_rate_samples_rps == [215.0] and state.channel_capacity_rps is None  # P2 does not take it
+    # Without a busy-time rate (the option off, the simulator's default: the detectors read none)
+    # Gedik's one-level probe stands in.
+    _, decision = controller().decide(state_with(), dataclasses.replace(rising, busy_rate_rps=None), 100.0)
+    assert decision.to_channels == 2
+
+
+def test_a_saturated_estimate_replaces_the_busy_time_rate_for_p6():
+    state = state_with(busy_rate_samples_rps=[400.0])  # read high: a batch's fixed costs are not busy time
+    saturated = make_evaluation(
+        2, congested=True, overloaded=[0, 1], throughput_rps=400.0, input_rate_rps=700.0, saturated=True
+    )
+    state, decision = controller(busy_rate_min_share=0.5).decide(state, saturated, 100.0)
+    assert state.channel_capacity_rps == 200.0
+    # 700 / (200 x 0.7) = 5 -> level 6; by the busy-time rate it would be 700 / (400 x 0.7) = 2.5 -> 3.
+    assert "saturated period(s)" in decision.reason and decision.to_channels == 6
 
 
 def test_the_capacity_estimate_is_the_saturated_samples_mean_less_their_spread():

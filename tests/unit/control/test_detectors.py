@@ -6,6 +6,7 @@ import numpy as np
 
 from elasticity.control.detectors import (
     SignalWindows,
+    busy_time_rate,
     congestion_signal,
     evaluate,
     late_share,
@@ -212,6 +213,22 @@ def test_a_period_is_saturated_only_with_a_backlog_throughout_that_does_not_shri
     ]
     _, ev = run(rising + backlog)
     assert ev.saturated
+
+
+def test_the_busy_time_rate_is_records_per_busy_second_once_the_channels_are_busy_enough():
+    assert busy_time_rate(np.array([100.0, 60.0]), np.array([0.5, 0.3]), 0.3) == 200.0
+    assert busy_time_rate(np.array([100.0, 60.0]), np.array([0.5, 0.3]), 0.5) is None  # a mean busy share of 0.4
+    assert busy_time_rate(np.array([100.0]), None, 0.5) is None  # not measured
+    assert busy_time_rate(np.array([100.0]), np.array([0.9]), None) is None  # off
+    # Through the windows, with the option on: the latest period's rate.
+    options = OPTIONS.model_copy(
+        update={"controller": OPTIONS.controller.model_copy(update={"busy_rate_min_share": 0.5})}
+    )
+    windows, ev = None, None
+    for t, busy in enumerate(([0.2, 0.2], [0.6, 0.8])):
+        snapshot = make_snapshot(t, [2.0, 2.0], [70.0, 70.0], input_rate_rps=200.0, lag=50.0, busy_share=busy)
+        windows, ev = evaluate(windows, snapshot, options)
+    assert ev is not None and ev.busy_rate_rps == 100.0  # 140 rec/s over 1.4 busy channel-seconds a second
 
 
 def test_a_lag_held_by_idle_channels_is_no_backlog():
