@@ -16,6 +16,17 @@ def latest_word_counts(spark: SparkSession, results_table: str) -> dict[str, int
     return {r.word: r["count"] for r in latest_rows(spark, results_table, ["word"]).collect()}
 
 
+def wrong_word_counts(spark: SparkSession, bootstrap: str, topic: str, results_table: str) -> dict[str, tuple]:
+    """word -> (streamed count, oracle count) for every word whose streamed count differs from the
+    batch oracle of the whole topic."""
+    from pipelines import kafka_io
+    from pipelines.jobs.wordcount import batch_oracle
+
+    streamed = latest_word_counts(spark, results_table)
+    oracle = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
+    return {w: (streamed.get(w), n) for w, n in oracle.items() if streamed.get(w) != n}
+
+
 def stored_rows(table: str) -> list[dict]:
     """Every row of a results-like table at a path or URI (an object store's too), read through the
     state layer's pyarrow: no Spark session with the s3a connector needed. Empty when absent."""

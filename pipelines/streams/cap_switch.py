@@ -23,8 +23,12 @@ class CapSwitch:
     gate: AdmissionGate | None
     checkpoint: str
     input_topic: str
-    wanted_cap: Callable[[], int | None]
-    """The cap the next batch should run under (None: none), read after the gate's decision."""
+    wanted_cap: Callable[[int], int | None]
+    """The cap the next batch should run under on this many channels (None: none), read after the
+    gate's decision."""
+    adjustable: bool = False
+    """Whether the cap can change at all (admission control or a per-channel cap): if not, batches
+    are neither measured nor refused here."""
     query_cap: int | None = None
     """The cap the running query was started with."""
     refusing: threading.Event = field(default_factory=threading.Event)
@@ -44,11 +48,12 @@ class CapSwitch:
         """Decide the next batch's cap; a changed cap refuses later batches until the query is swapped."""
         metrics.query_restart_ms, self.restart_ms = self.restart_ms, None
         disturbed, self.new_query = self.new_query, False
-        if self.gate is not None or self.query_cap is not None:
-            metrics.admitted_records = admitted_records(self.checkpoint, metrics.batch_id, self.input_topic)
+        if not self.adjustable:
+            return
+        metrics.admitted_records = admitted_records(self.checkpoint, metrics.batch_id, self.input_topic)
         if self.gate is not None:
             self._admission_decision(metrics, disturbed)
-        if self.wanted_cap() != self.query_cap:
+        if self.wanted_cap(metrics.channels) != self.query_cap:
             # Set before this batch returns, so the next one cannot begin under the old cap.
             self.decided_by_batch = metrics.batch_id
             self.refusing.set()

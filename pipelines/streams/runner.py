@@ -113,7 +113,13 @@ class ElasticStream:
         ]
         self.retention = TableRetention(self.spark, self.spec, self.logic.result_key_columns)
         self.admission = AdmissionGate(self.spec.admission, self.spec.control_dir) if self.spec.admission else None
-        self.caps = CapSwitch(self.admission, self.spec.checkpoint, self.spec.input_topic, self._records_per_batch)
+        self.caps = CapSwitch(
+            self.admission,
+            self.spec.checkpoint,
+            self.spec.input_topic,
+            self._records_per_batch,
+            adjustable=self.admission is not None or self.spec.max_records_per_channel is not None,
+        )
         self.sinks = BatchSinks(self.spec, self.logic)
 
     # -- the first stage's parts (a one-stage stream's only ones) ------------------------------
@@ -198,7 +204,7 @@ class ElasticStream:
         if warmed_s is not None:
             log.info("stream %s: %d Python workers started in %.2f s", self.spec.name, channels, warmed_s)
         self.query = self._start_query()
-        if self.admission is not None or self.spec.max_records_per_channel is not None:
+        if self.caps.adjustable:
             threading.Thread(target=self._swap_on_cap_change, name=f"{self.spec.name}-caps", daemon=True).start()
         return self.query
 
@@ -213,13 +219,15 @@ class ElasticStream:
             .start()
         )
 
-    def _records_per_batch(self) -> int | None:
-        """The tightest of the configured cap, the per-channel cap for the committed channels and
-        admission control's (None: no cap)."""
+    def _records_per_batch(self, channels: int | None = None) -> int | None:
+        """The tightest of the configured cap, the per-channel cap for `channels` of the first stage
+        (None: its committed layout's) and admission control's (None: no cap)."""
         per_channel = self.spec.max_records_per_channel
+        if per_channel is not None and channels is None:
+            channels = self.registry.committed().n_channels
         caps = [
             self.spec.max_offsets_per_trigger,
-            per_channel * self.registry.committed().n_channels if per_channel is not None else None,
+            per_channel * channels if per_channel is not None and channels is not None else None,
             self.admission.cap_records if self.admission else None,
         ]
         present = [cap for cap in caps if cap is not None]

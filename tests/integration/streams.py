@@ -172,6 +172,18 @@ def rescale_while_producing(stream, channels: int, bootstrap: str, records: list
     assert result.status == "committed", result
 
 
+def kill_and_restart(
+    process: subprocess.Popen, config: Path, log: Path, *args: str, kills: int = 2, every_s: float = 3.0
+) -> subprocess.Popen:
+    """SIGKILL the stream `kills` times, `every_s` after each (re)start, restarting it with the same
+    arguments each time; the last process."""
+    for _ in range(kills):
+        time.sleep(every_s)
+        kill_group(process, signal.SIGKILL)
+        process = start_stream(config, log, *args)
+    return process
+
+
 def run_esp(config: Path, *args: str, timeout_s: float = 400) -> subprocess.CompletedProcess:
     """An esp command with this settings file, its output captured; its tables as wide as their rows
     (no cell wrapped onto a second line, so a test can find a row's words on one line)."""

@@ -8,13 +8,19 @@ The durations themselves are the benchmark's (`esp bench admission`), not assert
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 
 from pipelines.streams.metrics import read_recent
 from pipelines.streams.names import checkpoint_path, metrics_topic, results_table_path
-from tests.integration.streams import config_for, kill_group, produce, start_stream, wait_for_checkpoint
+from tests.integration.streams import (
+    config_for,
+    kill_and_restart,
+    kill_group,
+    produce,
+    start_stream,
+    wait_for_checkpoint,
+)
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -35,9 +41,7 @@ def _batches(bootstrap: str, process, rule: str | None = None) -> dict:
 
 
 def test_a_backlog_is_capped_the_cap_holds_and_kills_lose_nothing(spark, bootstrap, topic_factory, tmp_path):
-    from pipelines import kafka_io
-    from pipelines.jobs.wordcount import batch_oracle
-    from tests.results import latest_word_counts
+    from tests.results import wrong_word_counts
 
     topic = topic_factory("admission", partitions=4)
     produce(bootstrap, topic, _lines(4_000))
@@ -67,15 +71,11 @@ def test_a_backlog_is_capped_the_cap_holds_and_kills_lose_nothing(spark, bootstr
         assert any(m.query_restart_ms for m in batches.values()), "no batch reported the query's restart"
 
         produce(bootstrap, topic, _lines(3_000, offset=100_000))
-        for _ in range(2):  # killed while capped (a swap may be under way), restarted with the kept cap
-            time.sleep(3)
-            kill_group(process, signal.SIGKILL)
-            process = start_stream(config, log, *args)
+        # killed while capped (a swap may be under way), restarted with the kept cap
+        process = kill_and_restart(process, config, log, *args)
         wait_for_checkpoint(checkpoint_path(root), topic, bootstrap, timeout_s=300, process=process)
     finally:
         kill_group(process, signal.SIGTERM)
 
-    streamed = latest_word_counts(spark, results_table_path(root))
-    oracle = batch_oracle(kafka_io.read_batch(spark, bootstrap, topic))
-    wrong = {w: (streamed.get(w), n) for w, n in oracle.items() if streamed.get(w) != n}
-    assert not wrong, f"{len(wrong)} of {len(oracle)} words wrong, e.g. {list(wrong.items())[:5]}"
+    wrong = wrong_word_counts(spark, bootstrap, topic, results_table_path(root))
+    assert not wrong, f"{len(wrong)} words wrong, e.g. {list(wrong.items())[:5]}"

@@ -13,7 +13,7 @@ def _metrics(batch_id: int, channels: int) -> BatchMetrics:
 
 def _switch(tmp_path, channels: list[int], per_channel: int = 1_500) -> CapSwitch:
     """A switch whose wanted cap follows `channels[0]` (a rescale changes it), no admission gate."""
-    switch = CapSwitch(None, str(tmp_path / "checkpoint"), "words", lambda: per_channel * channels[0])
+    switch = CapSwitch(None, str(tmp_path / "checkpoint"), "words", lambda n: per_channel * n, adjustable=True)
     switch.query_cap = per_channel * channels[0]  # as the runner does when it starts the query
     return switch
 
