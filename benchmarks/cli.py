@@ -7,6 +7,7 @@ import typer
 from benchmarks.admission_command import admission_command
 from benchmarks.checkpoint_command import checkpoint_command
 from benchmarks.elasticity_command import elasticity_command
+from benchmarks.floor_command import floor_command
 from benchmarks.multistage_command import multistage_command
 from benchmarks.operator_command import operator_command
 from benchmarks.rescale_command import rescale_command
@@ -24,3 +25,4 @@ bench_app.command("admission")(admission_command)
 bench_app.command("checkpoint")(checkpoint_command)
 bench_app.command("operator")(operator_command)
 bench_app.command("multistage")(multistage_command)
+bench_app.command("floor")(floor_command)

@@ -22,6 +22,11 @@ Three systems run, so that like is compared with like and the cost of the rest i
 - **esp-full** (`full_pipeline`): the elastic word count as `esp stream run` deploys it, with
   the bronze archive and the results topic; `full_ratio` is esp-full / native.
 
+With `profile`, two queries that do only part of the work run beside them
+(`benchmarks.floor.PartialWordCount`): **read** (the Kafka source alone) and **prepare** (parse,
+split and pre-aggregate per word, the part esp does in the JVM before its stage). esp does all of
+prepare's work and more, so prepare / native bounds what any esp stage can reach against native.
+
 Before the measured runs each system runs once over a small warm-up topic, unmeasured: the
 first query of a Spark session pays for JIT compilation and, for esp, the Python workers.
 """
@@ -37,6 +42,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from benchmarks.floor import PARTIAL_KINDS, PartialWordCount
 from benchmarks.spark_runs import NATIVE_OUTPUTS, check_results, commit_times, machine, new_topic, wait_caught_up
 from pipelines.native import NativeSpec, NativeWordCount
 
@@ -67,6 +73,8 @@ class ThroughputOptions:
     """Check the first repetition of each system against the batch oracle."""
     full_pipeline: bool = True
     """Also run esp-full: the elastic job with its bronze archive and results topic."""
+    profile: bool = False
+    """Also run the partial queries `read` and `prepare` (the bound on esp / native)."""
     warmup_records: int = 100_000
     """Lines of the warm-up topic each system runs over once before measuring (0: no warm-up)."""
     timeout_s: float = 1800.0
@@ -79,7 +87,8 @@ ESP_SYSTEMS = ("esp", "esp-full")
 
 
 def systems_of(options: ThroughputOptions) -> tuple[str, ...]:
-    return ("esp", "native", "esp-full") if options.full_pipeline else ("esp", "native")
+    systems = ("esp", "native", "esp-full") if options.full_pipeline else ("esp", "native")
+    return (*systems, *PARTIAL_KINDS) if options.profile else systems
 
 
 def step_count(options: ThroughputOptions) -> int:
@@ -149,6 +158,12 @@ def _run(
         runner: Any = ElasticStream(spark, spec)
         runner.start()
         checkpoint, results_table = runner.spec.checkpoint, runner.spec.results_table
+    elif system in PARTIAL_KINDS:
+        checkpoint, results_table = str(root / "checkpoint"), None
+        runner = PartialWordCount(
+            spark, system, bootstrap, topic, checkpoint, options.trigger_seconds, options.max_offsets_per_trigger
+        )
+        runner.start()
     else:
         spec = NativeSpec(
             name=f"bench-native-tp-{rep}",
@@ -179,7 +194,7 @@ def _run(
         "busy_records_per_s": busy,
         "batches": batches,
     }
-    if check:
+    if check and results_table is not None:
         out["correctness"] = check_results(spark, results_table, bootstrap, topic).to_dict()
     return out
 
@@ -222,6 +237,10 @@ def run_throughput_benchmark(
         "correct": all(r["correctness"]["ok"] for r in runs if "correctness" in r),
         "runs": runs,
     }
+    for partial in PARTIAL_KINDS:
+        if partial in median:
+            out[f"{partial}_records_per_s"] = median[partial]["wall"]
+            out[f"{partial}_ratio"] = median[partial]["wall"] / native["wall"]
     if "esp-full" in median:
         out["elastic_full_records_per_s"] = median["esp-full"]["wall"]
         out["full_ratio"] = median["esp-full"]["wall"] / native["wall"]

@@ -33,6 +33,9 @@ def throughput_command(
     full: bool = typer.Option(
         True, help="Also run esp-full: the elastic job with its bronze archive and results topic."
     ),
+    profile: bool = typer.Option(
+        False, help="Also run `read` (the source alone) and `prepare` (the JVM part of the word count): esp's bound."
+    ),
     warmup: int = typer.Option(100_000, min=0, help="Lines of the unmeasured warm-up run of each system (0: none)."),
     workdir: Path | None = typer.Option(None, help="Folder for checkpoints and state (default: a temporary one)."),
     config: ConfigOption = None,
@@ -55,6 +58,7 @@ def throughput_command(
                 check=check,
                 workdir=str(workdir or scratch),
                 full_pipeline=full,
+                profile=profile,
                 warmup_records=warmup,
             )
             with _progress() as progress:
@@ -86,7 +90,7 @@ def throughput_command(
     results["target_ratio"] = RATIO_TARGET
     results["command"] = (
         f"esp bench throughput --records {records} --partitions {partitions} --repetitions {repetitions}"
-        f"{'' if full else ' --no-full'} --warmup {warmup} --json {json_out}"
+        f"{'' if full else ' --no-full'}{' --profile' if profile else ''} --warmup {warmup} --json {json_out}"
     )
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(results, indent=2, default=str))
@@ -125,6 +129,9 @@ def throughput_table(results: dict[str, Any]) -> Table:
             f"{results['elastic_full_records_per_s']:,.0f}",
             f"{results['full_ratio']:.2f}",
         )
+    for partial, label in (("read", "read: the Kafka source alone"), ("prepare", "prepare: parse + pre-aggregate")):
+        if f"{partial}_ratio" in results:
+            table.add_row(label, f"{results[f'{partial}_records_per_s']:,.0f}", f"{results[f'{partial}_ratio']:.2f}")
     busy = results.get("busy_ratio")
     table.add_row(
         "esp (busy, median)", f"{results['elastic_busy_records_per_s']:,.0f}", "—" if busy is None else f"{busy:.2f}"
@@ -143,6 +150,8 @@ SYSTEM_LABELS = {
     "esp": "esp, native's outputs",
     "native": "native groupBy().count()",
     "esp-full": "esp + archive + results topic",
+    "read": "read: the Kafka source alone",
+    "prepare": "prepare: parse + pre-aggregate (JVM)",
 }
 
 
