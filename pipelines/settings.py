@@ -314,6 +314,11 @@ class SparkSettings(_Strict):
         description="Python workers fork from a daemon that imported pandas and pyarrow once "
         "(pipelines.worker_daemon): a fresh worker starts in ms, not ~0.9 s.",
     )
+    dataframe_call_sites: bool = Field(
+        False,
+        description="Record each DataFrame call's Python call site for Spark's error messages "
+        "(spark.python.sql.dataFrameDebugging.enabled); each costs JVM round trips and a stack walk.",
+    )
     executors: ExecutorScalingSettings = Field(
         default_factory=ExecutorScalingSettings, description="Executors that follow the stream's channels on a cluster."
     )

@@ -104,6 +104,9 @@ def spark_conf(spark: SparkSettings, jars: list[Path]) -> dict[str, str]:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
     }
+    # PySpark records the Python call site of every Column and DataFrame call for error messages
+    # (five JVM round trips and a walk of the stack each); a micro-batch makes hundreds of them.
+    conf["spark.python.sql.dataFrameDebugging.enabled"] = str(spark.dataframe_call_sites).lower()
     if spark.preload_worker_imports:
         # Workers fork with pandas and pyarrow already imported (see the module's docstring).
         conf["spark.python.daemon.module"] = "pipelines.worker_daemon"
