@@ -34,8 +34,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from benchmarks.spark_runs import NATIVE_OUTPUTS, commit_times, last_commit, machine, new_topic, produce
-from benchmarks.spark_runs import wait_caught_up as caught_up
+from benchmarks.spark_runs import (
+    NATIVE_OUTPUTS,
+    commit_times,
+    last_commit,
+    machine,
+    new_topic,
+    produce,
+    wait_caught_up,
+)
 from pipelines import kafka_io
 from pipelines.dead_letters import REJECT
 from pipelines.jobs.wordcount import parse_lines, word_deltas
@@ -158,9 +165,8 @@ def summarize(batches: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _start(system: str, spark: SparkSession, bootstrap: str, topic: str, options: FloorOptions) -> Any:
-    """The started query of `system` over `topic`, with `.query`, `.stop()` and its checkpoint
-    as `.checkpoint_path`."""
+def _start(system: str, spark: SparkSession, bootstrap: str, topic: str, options: FloorOptions) -> tuple[Any, str]:
+    """`system` started over `topic` (its runner has `.query` and `.stop()`) and its checkpoint."""
     from pipelines.native import NativeSpec, NativeWordCount
     from pipelines.streams.runner import ElasticStream
     from pipelines.streams.spec import StreamSpec
@@ -209,7 +215,7 @@ def run_system(system: str, spark: SparkSession, bootstrap: str, options: FloorO
         after = -1
         for salt in range(options.chunks + 1):
             produce(bootstrap, topic, chunk_lines(options, salt))
-            caught_up(checkpoint, bootstrap, topic, options.timeout_s, alive)
+            wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, alive)
             time.sleep(options.idle_s)
             if salt == 0:
                 after = last_commit(checkpoint)

@@ -129,9 +129,13 @@ def throughput_table(results: dict[str, Any]) -> Table:
             f"{results['elastic_full_records_per_s']:,.0f}",
             f"{results['full_ratio']:.2f}",
         )
-    for partial, label in (("read", "read: the Kafka source alone"), ("prepare", "prepare: parse + pre-aggregate")):
+    for partial in ("read", "prepare"):
         if f"{partial}_ratio" in results:
-            table.add_row(label, f"{results[f'{partial}_records_per_s']:,.0f}", f"{results[f'{partial}_ratio']:.2f}")
+            table.add_row(
+                SYSTEM_LABELS[partial],
+                f"{results[f'{partial}_records_per_s']:,.0f}",
+                f"{results[f'{partial}_ratio']:.2f}",
+            )
     busy = results.get("busy_ratio")
     table.add_row(
         "esp (busy, median)", f"{results['elastic_busy_records_per_s']:,.0f}", "—" if busy is None else f"{busy:.2f}"

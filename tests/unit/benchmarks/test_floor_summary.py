@@ -95,3 +95,22 @@ def test_the_table_and_the_plot_render(tmp_path) -> None:
 
     assert table.row_count == 2
     assert (tmp_path / "floor.png").stat().st_size > 0
+
+
+def test_the_throughput_table_shows_the_partial_queries_when_profiled() -> None:
+    from benchmarks.throughput_command import throughput_table
+
+    results = {
+        "options": {"records": 1000, "partitions": 4},
+        "ratio": 0.9,
+        "elastic_records_per_s": 90.0,
+        "native_records_per_s": 100.0,
+        "elastic_busy_records_per_s": 95.0,
+        "native_busy_records_per_s": 105.0,
+        "busy_ratio": 0.9,
+        "runs": [],
+    }
+    profiled = {**results, "read_records_per_s": 900.0, "read_ratio": 9.0, "prepare_records_per_s": 130.0}
+    profiled["prepare_ratio"] = 1.3
+
+    assert throughput_table(profiled).row_count == throughput_table(results).row_count + 2
