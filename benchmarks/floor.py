@@ -26,7 +26,6 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from benchmarks.spark_runs import (
     machine,
     new_topic,
     produce,
+    trigger_start_s,
     wait_caught_up,
 )
 from pipelines import kafka_io
@@ -124,11 +124,6 @@ def chunk_lines(options: FloorOptions, salt: int) -> list[bytes]:
         ).encode()
         for i in range(options.chunk_lines)
     ]
-
-
-def trigger_start_s(progress: dict[str, Any]) -> float:
-    """Wall time at which a query progress's trigger began."""
-    return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def chunk_batches(progresses: list[dict[str, Any]], commits: dict[int, float], after: int) -> list[dict[str, Any]]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from benchmarks.spark_runs import (
     machine,
     new_topic,
     produce,
+    trigger_start_s,
     wait_caught_up,
     wait_for_batches,
 )
@@ -147,7 +147,7 @@ def _trigger_start(query, batch_id: int) -> float | None:
     """Wall time at which the query's trigger of `batch_id` began (from its progress)."""
     for progress in query.recentProgress:
         if progress["batchId"] == batch_id:
-            return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+            return trigger_start_s(progress)
     return None
 
 

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,11 @@ def commit_times(checkpoint: str) -> dict[int, float]:
     if not folder.is_dir():
         return {}
     return {int(p.name): p.stat().st_mtime for p in folder.iterdir() if p.name.isdigit()}
+
+
+def trigger_start_s(progress: dict[str, Any]) -> float:
+    """Wall time at which a query progress's trigger began (its `timestamp`)."""
+    return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def wait_caught_up(
