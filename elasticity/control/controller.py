@@ -19,7 +19,8 @@ period. The order of reasoning follows Gedik's flowchart:
    level above did not raise throughput over the level below, go back down) or P1 (scale up,
    unless history at the higher level shows no gain) with P6 rapid scaling (jump to the level
    covering the channels the per-channel capacity estimate says are needed, input / (capacity x
-   scale_out_utilization) plus what drains the backlog in drain_target_s, not just the next level);
+   scale_out_utilization) plus what drains the backlog in drain_target_s, not just the next level;
+   with drain_within_band, the drain only up to the level P2 would keep once the backlog is gone);
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel.
@@ -521,9 +522,21 @@ class ScalingController:
         target = level + 1
         capacity = scale_out_capacity(state)
         if capacity and capacity > 0:
-            needed = self._channels_needed(ev, ev.input_rate_rps, capacity, self.options.scale_out_utilization)
-            target = max(target, self.levels.level_covering(needed))
+            target = max(target, self._scale_out_level(ev, capacity))
         return self.levels.channels_at(min(target, self.levels.top))
+
+    def _scale_out_level(self, ev: Evaluation, capacity_rps: float) -> int:
+        """The level P6 sizes for: the input at scale_out_utilization plus the backlog's drain, the
+        drain capped (drain_within_band) at the level P2 keeps at this input once it is drained."""
+        rate = ev.input_rate_rps
+        sized = self.levels.level_covering(
+            self._channels_needed(ev, rate, capacity_rps, self.options.scale_out_utilization)
+        )
+        if not self.options.drain_within_band:
+            return sized
+        carried = self.levels.level_covering(rate / (capacity_rps * self.options.scale_out_utilization))
+        kept = self.levels.level_covering(rate / (capacity_rps * self.options.scale_in_utilization))
+        return max(carried, min(sized, kept))
 
     def _channels_needed(self, ev: Evaluation, rate_rps: float, capacity_rps: float, utilization: float) -> float:
         """Channels that carry `rate_rps` at `utilization` and drain the backlog the rescale starts

@@ -192,6 +192,12 @@ class ControllerOptions(_Options):
         description="P6 and P2 also size for draining the backlog a rescale starts with (the lag plus the input of "
         "one measured rescale pause) within this many seconds; None: size for the input only.",
     )
+    drain_within_band: bool = Field(
+        False,
+        description="P6 drains the backlog only with channels P2 would keep at the same input (at most the count "
+        "scale_in_utilization needs): more are scaled back in once the backlog is gone, a reversal planned at "
+        "the scale-out. False: as many as draining in drain_target_s needs.",
+    )
     scale_in_input_periods: int | None = Field(
         None,
         ge=1,

@@ -64,10 +64,10 @@ class ElasticityPolicy(BaseModel):
         300.0, gt=0, le=RESIZE_MAX_WAIT_S, description="How long a rescale run waits for the stream to apply it."
     )
     scale_out_utilization: float = Field(
-        0.6, gt=0, le=1, description="A scale-out sizes for this share of the measured per-channel capacity (P6)."
+        0.9, gt=0, le=1, description="A scale-out sizes for this share of the measured per-channel capacity (P6)."
     )
     scale_in_utilization: float = Field(
-        0.5, gt=0, le=1, description="A scale-in goes only to a count that runs at most this share of capacity (P2)."
+        0.8, gt=0, le=1, description="A scale-in goes only to a count that runs at most this share of capacity (P2)."
     )
     control: ControlOptions | None = Field(
         None, description="Full detector/controller options; None: derived from the fields above (control_options())."
@@ -130,6 +130,9 @@ class ElasticityPolicy(BaseModel):
                 rescale_timeout_s=self.rescale_timeout_s,
                 scale_out_utilization=self.scale_out_utilization,
                 scale_in_utilization=self.scale_in_utilization,
+                # The band between the two targets is where a backlog drains: channels beyond what P2
+                # keeps at the same input would be scaled back in once it has, a reversal in a steady phase.
+                drain_within_band=True,
                 # The input rate per period comes from the broker's offsets, exact: two periods tell a
                 # lasting fall from one quiet period. The whole window (four) made a fall in steps
                 # (eSault's, 16 s each) shrink the stage a step late each time.

@@ -2,6 +2,7 @@
 resize wait beyond the run's own limit and failed before its first tick)."""
 
 from benchmarks.elasticity_command import BenchOptions, bench_policy
+from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.names import RESIZE_MAX_WAIT_S
 
 
@@ -37,6 +38,10 @@ def test_a_resize_run_waits_as_long_as_a_run_may() -> None:
 
 def test_the_utilization_targets_reach_the_policy_only_when_given():
     default = bench_policy(bench_options())
-    assert default.scale_out_utilization == 0.6 and default.scale_in_utilization == 0.5
+    defaults = ElasticityPolicy()
+    assert (default.scale_out_utilization, default.scale_in_utilization) == (
+        defaults.scale_out_utilization,
+        defaults.scale_in_utilization,
+    )
     tuned = bench_policy(bench_options(scale_out_utilization=0.8, scale_in_utilization=0.7))
     assert (tuned.scale_out_utilization, tuned.scale_in_utilization) == (0.8, 0.7)

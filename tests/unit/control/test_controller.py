@@ -398,6 +398,39 @@ def test_p6_sizes_for_draining_the_lag_and_one_pause_of_input():
     assert decision.to_channels == 16
 
 
+@pytest.mark.parametrize(("within_band", "scale_out_to", "then"), [(False, 24, "scale_in"), (True, 16, "none")])
+def test_p6_drains_within_the_band_p2_keeps_so_the_drain_is_not_reversed(within_band, scale_out_to, then):
+    # 10000 rec/s at 90 % of 1000 each: 11.1 channels; the lag plus one pause of input drained in
+    # 20 s: 7.5 more -> 18.6 -> 24. At 80 % (what P2 keeps) 10000 rec/s need 12.5 -> 16.
+    band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=within_band)
+    state = state_with(channel_capacity_rps=1000.0)
+    behind = make_evaluation(
+        12,
+        congested=True,
+        overloaded=range(12),
+        throughput_rps=10_000.0,
+        lag_records=100_000.0,
+        rescale_pause_s=5.0,
+    )
+    _, decision = band.decide(state, behind, 100.0)
+    assert decision.action == "scale_out" and decision.to_channels == scale_out_to
+    # The backlog drained, the same input: P2 scales the drain's extra channels back in, unless
+    # there were none beyond what it keeps.
+    drained = make_evaluation(scale_out_to, throughput_rps=10_000.0, lag_records=0.0)
+    _, decision = band.decide(state, drained, 200.0)
+    assert decision.action == then, decision.reason
+
+
+def test_p6_within_the_band_still_carries_the_input_at_the_scale_out_utilization():
+    # No band (both targets 0.7): the drain gets no channel beyond the input's 14.3 -> 16.
+    state = state_with(channel_capacity_rps=1000.0)
+    behind = make_evaluation(
+        4, congested=True, overloaded=range(4), throughput_rps=4000.0, input_rate_rps=10_000.0, lag_records=100_000.0
+    )
+    _, decision = controller(drain_within_band=True).decide(state, behind, 100.0)
+    assert decision.to_channels == 16
+
+
 # ------------------------------------------------------------------ rescales in flight, pause and settling
 def test_a_rescale_in_flight_is_answered_by_no_other_decision_until_it_lands_or_times_out():
     ctl = controller(cooldown_s=5.0, rescale_timeout_s=60.0)

@@ -59,10 +59,14 @@ def _summary(ratio: float, slo: float) -> dict:
 
 
 def test_repetitions_report_medians_spread_and_the_median_run():
-    runs = [({"summary": _summary(r, s)}, f"run{i}") for i, (r, s) in enumerate([(1.3, 0.9), (0.9, 1.0), (1.1, 0.97)])]
+    runs = [
+        ({"summary": _summary(r, s), "decisions": [{"rule": f"P{i}"}]}, f"run{i}")
+        for i, (r, s) in enumerate([(1.3, 0.9), (0.9, 1.0), (1.1, 0.97)])
+    ]
     figures, run = _with_repetitions(runs)
     assert run == "run2" and figures["summary"]["channel_seconds_ratio"] == 1.1  # the median run, a real one
     ratio = figures["repetitions"]["channel_seconds_ratio"]
     assert (ratio["median"], ratio["min"], ratio["max"]) == (1.1, 0.9, 1.3)
     assert figures["repetitions"]["slo_attainment"]["runs"] == [0.9, 1.0, 0.97]
     assert len(figures["run_summaries"]) == 3
+    assert [d[0]["rule"] for d in figures["run_decisions"]] == ["P0", "P1", "P2"]  # every run's, in order

@@ -150,5 +150,6 @@ def test_split_merge_and_cooldown_reach_the_controller():
 def test_the_utilization_targets_reach_the_controller_and_keep_a_band():
     options = ElasticityPolicy(scale_out_utilization=0.75, scale_in_utilization=0.7).control_options().controller
     assert (options.scale_out_utilization, options.scale_in_utilization) == (0.75, 0.7)
+    assert options.drain_within_band  # the backlog drains in the band, not by channels P2 takes back
     with pytest.raises(ValidationError, match="no band between them"):
         ElasticityPolicy(scale_out_utilization=0.6, scale_in_utilization=0.7)

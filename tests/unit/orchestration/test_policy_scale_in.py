@@ -9,7 +9,7 @@ from orchestration.elasticity.policy import ElasticityPolicy
 from tests.fakes.control import make_snapshot
 
 
-def scale_in_after(inputs: list[float], channels: int = 8, capacity_rps: float = 195.0) -> int:
+def scale_in_after(inputs: list[float], channels: int = 8, capacity_rps: float = 130.0) -> int:
     """The count P2 chooses at the last of these 5 s periods (stage keeping up, capacity known)."""
     options = ElasticityPolicy(slo_s=15.0, sample_period_s=5.0).control_options()
     controller = ScalingController(options.controller)
@@ -26,7 +26,7 @@ def scale_in_after(inputs: list[float], channels: int = 8, capacity_rps: float =
 
 
 def test_a_fall_in_steps_scales_in_once_two_periods_show_the_new_step():
-    # The eSault fall at its 5 s ticks: 800 records/s, then 537. The whole window (four periods)
-    # still held 800 two periods into the step (800 / (195 x 0.5) = 8.2: hold at 8); the last two
-    # periods hold 537 -> 5.5 -> 6 channels.
+    # The eSault fall at its 5 s ticks: 800 records/s, then 537 (two seconds of input behind,
+    # drained in 20 s). The whole window (four periods) still held 800 two periods into the step
+    # (800 / (130 x 0.8) + 0.6 = 8.3: hold at 8); the last two hold 537 -> 5.2 + 0.4 -> 6 channels.
     assert scale_in_after([800.0] * 4 + [537.0] * 2) == 6
