@@ -94,7 +94,8 @@ def congestion_signal(
 
     The index is the largest of (a) the share of periods in which lag grew by more than
     `growth_tolerance_s` seconds of input, (b) a bound term that reaches `threshold` exactly
-    when the lag equals `max_lag_s` seconds of input and (c), with `max_drain_s` set and the
+    when the lag equals `max_lag_s` seconds of input (of throughput, where the stage's known
+    throughput is the higher) and (c), with `max_drain_s` set and the
     stage's `throughput_rps` known, a drain term that reaches `threshold` when the lag would
     take `max_drain_s` to drain. (a) and (b) scale with the input rate, so a rising input
     hides a stage that has fallen behind; (c) compares the lag with what the stage actually
@@ -109,7 +110,11 @@ def congestion_signal(
     lag_s = lag_now / rate
     first = float(lag_window[0])
     draining = first > 0 and lag_now <= first * (1.0 - options.drain_tolerance)
-    bound_term = 0.0 if draining else min(1.0, options.threshold * lag_s / options.max_lag_s)
+    # The bound is on the backlog's wait, which is the lag over the rate the stage works at when
+    # that exceeds the input: right after the input falls, seconds of the new input make a backlog
+    # the stage works off in seconds look like a minute (and scaled out a stage about to drain it).
+    work_rate = max(rate, throughput_rps or 0.0)
+    bound_term = 0.0 if draining else min(1.0, options.threshold * (lag_now / work_rate) / options.max_lag_s)
     drain_s = _drain_seconds(lag_now, throughput_rps)
     drain_term = 0.0
     if options.max_drain_s is not None and throughput_rps is not None and not draining and lag_now > tolerance:

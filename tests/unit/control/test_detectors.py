@@ -109,6 +109,18 @@ def test_congestion_when_flat_lag_exceeds_the_bound_in_seconds_of_input():
     assert not congestion_signal(np.array([1500.0, 1500.0, 1500.0]), 1000.0, options).congested
 
 
+def test_a_backlog_after_the_input_fell_is_measured_in_seconds_of_the_stages_work():
+    # The square trace's valley on the real stack: 6,100 records behind, 163 rec/s arriving (37 s
+    # of input: over a max_lag_s of 30) while the stage does 790 (7.7 s of its work).
+    options = OPTIONS.congestion.model_copy(update={"growth_tolerance_s": 3.75, "max_lag_s": 30.0, "max_drain_s": 15.0})
+    lags = np.array([5900.0, 6300.0, 6100.0])
+    assert congestion_signal(lags, 163.0, options).congested  # throughput unknown: seconds of input
+    signal = congestion_signal(lags, 163.0, options, 790.0)
+    assert not signal.congested, signal
+    # Behind at the peak, the stage slower than the input: still seconds of input, still congestion.
+    assert congestion_signal(np.array([36000.0, 36500.0, 37000.0]), 1000.0, options, 990.0).congested
+
+
 def test_draining_lag_is_not_congestion_even_above_the_bound():
     signal = congestion_signal(np.array([9000.0, 6000.0, 3000.0]), 1000.0, OPTIONS.congestion)
     assert signal.draining and not signal.congested
