@@ -20,7 +20,8 @@ period. The order of reasoning follows Gedik's flowchart:
    unless history at the higher level shows no gain) with P6 rapid scaling (jump to the level
    covering the channels the per-channel capacity estimate says are needed, input / (capacity x
    scale_out_utilization) plus what drains the backlog in drain_target_s, not just the next level;
-   with drain_within_band, the drain only up to the level P2 would keep once the backlog is gone);
+   with drain_within_band, the drain only up to the level P2 would keep once the backlog is gone,
+   unless the input rose out of its steady band in this very period);
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel.
@@ -92,13 +93,19 @@ class SteadyInput(BaseModel):
     since_s: float
     low_rps: float
     high_rps: float
+    rose: bool = False
+    """The band began with the input rising out of the one before."""
 
     def after(self, rate_rps: float, now_s: float, change_factor: float) -> SteadyInput:
         """The band with this period's rate in it, or a new band from it if it leaves the band."""
         low, high = min(self.low_rps, rate_rps), max(self.high_rps, rate_rps)
         if high <= low * (1 + change_factor):
-            return SteadyInput(since_s=self.since_s, low_rps=low, high_rps=high)
-        return SteadyInput(since_s=now_s, low_rps=rate_rps, high_rps=rate_rps)
+            return SteadyInput(since_s=self.since_s, low_rps=low, high_rps=high, rose=self.rose)
+        return SteadyInput(since_s=now_s, low_rps=rate_rps, high_rps=rate_rps, rose=rate_rps > self.high_rps)
+
+    def rising_at(self, now_s: float) -> bool:
+        """The input rose out of its band in this very period: the rise may still be on."""
+        return self.rose and self.since_s == now_s
 
 
 class ControllerState(BaseModel):
@@ -433,7 +440,7 @@ class ScalingController:
                 f"congested (index {ev.congestion.index:.2f}) but already at the maximum of {channels} channels",
                 signals,
             )
-        scale_to = self._scale_out_target(state, ev, level)
+        scale_to = self._scale_out_target(state, ev, level, now_s)
         if scale_to is None:
             blocked = self._no_gain_level_above(state, level, ev.total_throughput_rps)
             assert blocked is not None  # _scale_out_target only holds for a no-gain record
@@ -508,7 +515,7 @@ class ScalingController:
             return nearest
         return None
 
-    def _scale_out_target(self, state: ControllerState, ev: Evaluation, level: int) -> int | None:
+    def _scale_out_target(self, state: ControllerState, ev: Evaluation, level: int, now_s: float) -> int | None:
         """P1 + P6: the level covering the channels the capacity estimate says the input needs at
         scale_out_utilization (and to drain the backlog), at least the next level (just the next level
         without an estimate); None (hold) when history shows a level above that gave no gain.
@@ -522,17 +529,19 @@ class ScalingController:
         target = level + 1
         capacity = scale_out_capacity(state)
         if capacity and capacity > 0:
-            target = max(target, self._scale_out_level(ev, capacity))
+            rising = state.steady_input is not None and state.steady_input.rising_at(now_s)
+            target = max(target, self._scale_out_level(ev, capacity, rising))
         return self.levels.channels_at(min(target, self.levels.top))
 
-    def _scale_out_level(self, ev: Evaluation, capacity_rps: float) -> int:
+    def _scale_out_level(self, ev: Evaluation, capacity_rps: float, rising: bool) -> int:
         """The level P6 sizes for: the input at scale_out_utilization plus the backlog's drain, the
-        drain capped (drain_within_band) at the level P2 keeps at this input once it is drained."""
+        drain capped (drain_within_band) at the level P2 keeps at this input once it is drained,
+        unless the input has just risen (the channels beyond the band carry the rise's next step)."""
         rate = ev.input_rate_rps
         sized = self.levels.level_covering(
             self._channels_needed(ev, rate, capacity_rps, self.options.scale_out_utilization)
         )
-        if not self.options.drain_within_band:
+        if not self.options.drain_within_band or rising:
             return sized
         carried = self.levels.level_covering(rate / (capacity_rps * self.options.scale_out_utilization))
         kept = self.levels.level_covering(rate / (capacity_rps * self.options.scale_in_utilization))

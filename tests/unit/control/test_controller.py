@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticity.control.controller import ControllerState, LevelRecord, ReadyTick, ScalingController
+from elasticity.control.controller import ControllerState, LevelRecord, ReadyTick, ScalingController, SteadyInput
 from elasticity.control.levels import Levels, level_sequence
 from elasticity.control.options import ControllerOptions
 from tests.fakes.control import make_evaluation
@@ -419,6 +419,30 @@ def test_p6_drains_within_the_band_p2_keeps_so_the_drain_is_not_reversed(within_
     drained = make_evaluation(scale_out_to, throughput_rps=10_000.0, lag_records=0.0)
     _, decision = band.decide(state, drained, 200.0)
     assert decision.action == then, decision.reason
+
+
+def test_p6_drains_beyond_the_band_in_the_period_the_input_rose():
+    # eSault's rise on the real stack: with the drain held in the band, the first scale-out of a
+    # rise is too small for its next step. In the period the input leaves its band upwards, the
+    # drain is sized in full (24, as without the band); once the input holds, in the band (16).
+    band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
+    behind = make_evaluation(
+        12,
+        congested=True,
+        overloaded=range(12),
+        throughput_rps=10_000.0,
+        lag_records=100_000.0,
+        rescale_pause_s=5.0,
+    )
+    risen = state_with(channel_capacity_rps=1000.0, steady_input=SteadyInput(since_s=90.0, low_rps=5e3, high_rps=5e3))
+    state, decision = band.decide(risen, behind, 100.0)
+    assert state.steady_input.rising_at(100.0) and decision.to_channels == 24
+    held = state_with(channel_capacity_rps=1000.0, steady_input=SteadyInput(since_s=90.0, low_rps=1e4, high_rps=1e4))
+    _, decision = band.decide(held, behind, 100.0)
+    assert decision.to_channels == 16
+    fell = state_with(channel_capacity_rps=1000.0, steady_input=SteadyInput(since_s=90.0, low_rps=2e4, high_rps=2e4))
+    state, decision = band.decide(fell, behind, 100.0)
+    assert not state.steady_input.rising_at(100.0) and decision.to_channels == 16
 
 
 def test_p6_within_the_band_still_carries_the_input_at_the_scale_out_utilization():
