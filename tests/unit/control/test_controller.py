@@ -398,20 +398,20 @@ def test_p6_sizes_for_draining_the_lag_and_one_pause_of_input():
     assert decision.to_channels == 16
 
 
+def twelve_channels_behind():
+    """12 congested channels at 10,000 rec/s with 100,000 records behind and a 5 s pause measured."""
+    return make_evaluation(
+        12, congested=True, overloaded=range(12), throughput_rps=10_000.0, lag_records=100_000.0, rescale_pause_s=5.0
+    )
+
+
 @pytest.mark.parametrize(("within_band", "scale_out_to", "then"), [(False, 24, "scale_in"), (True, 16, "none")])
 def test_p6_drains_within_the_band_p2_keeps_so_the_drain_is_not_reversed(within_band, scale_out_to, then):
     # 10000 rec/s at 90 % of 1000 each: 11.1 channels; the lag plus one pause of input drained in
     # 20 s: 7.5 more -> 18.6 -> 24. At 80 % (what P2 keeps) 10000 rec/s need 12.5 -> 16.
     band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=within_band)
     state = state_with(channel_capacity_rps=1000.0)
-    behind = make_evaluation(
-        12,
-        congested=True,
-        overloaded=range(12),
-        throughput_rps=10_000.0,
-        lag_records=100_000.0,
-        rescale_pause_s=5.0,
-    )
+    behind = twelve_channels_behind()
     _, decision = band.decide(state, behind, 100.0)
     assert decision.action == "scale_out" and decision.to_channels == scale_out_to
     # The backlog drained, the same input: P2 scales the drain's extra channels back in, unless
@@ -426,14 +426,7 @@ def test_p6_drains_beyond_the_band_in_the_period_the_input_rose():
     # rise is too small for its next step. In the period the input leaves its band upwards, the
     # drain is sized in full (24, as without the band); once the input holds, in the band (16).
     band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
-    behind = make_evaluation(
-        12,
-        congested=True,
-        overloaded=range(12),
-        throughput_rps=10_000.0,
-        lag_records=100_000.0,
-        rescale_pause_s=5.0,
-    )
+    behind = twelve_channels_behind()
     risen = state_with(channel_capacity_rps=1000.0, steady_input=SteadyInput(since_s=90.0, low_rps=5e3, high_rps=5e3))
     state, decision = band.decide(risen, behind, 100.0)
     assert state.steady_input.rising_at(100.0) and decision.to_channels == 24
