@@ -349,7 +349,7 @@ def _with_repetitions(runs: list[tuple[dict[str, Any], Any]]) -> tuple[dict[str,
     from benchmarks.control_figures import median_run_index, repeated_summary
 
     summaries = [figures["summary"] for figures, _ in runs]
-    decisions = [figures.get("decisions", []) for figures, _ in runs]
+    decisions = [figures["decisions"] for figures, _ in runs]
     figures, run = runs[median_run_index(summaries)]
     figures = {
         **figures,

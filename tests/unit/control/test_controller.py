@@ -421,19 +421,25 @@ def test_p6_drains_within_the_band_p2_keeps_so_the_drain_is_not_reversed(within_
     assert decision.action == then, decision.reason
 
 
+def input_held_since_90_s_at(rate_rps: float) -> ControllerState:
+    """A known capacity of 1000 rec/s per channel, the input steady at `rate_rps` since 90 s."""
+    band = SteadyInput(since_s=90.0, low_rps=rate_rps, high_rps=rate_rps)
+    return state_with(channel_capacity_rps=1000.0, steady_input=band)
+
+
 def test_p6_drains_beyond_the_band_in_the_period_the_input_rose():
     # eSault's rise on the real stack: with the drain held in the band, the first scale-out of a
     # rise is too small for its next step. In the period the input leaves its band upwards, the
     # drain is sized in full (24, as without the band); once the input holds, in the band (16).
     band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
     behind = twelve_channels_behind()
-    risen = state_with(channel_capacity_rps=1000.0, steady_input=SteadyInput(since_s=90.0, low_rps=5e3, high_rps=5e3))
+    risen = input_held_since_90_s_at(5e3)
     state, decision = band.decide(risen, behind, 100.0)
     assert state.steady_input.rising_at(100.0) and decision.to_channels == 24
-    held = state_with(channel_capacity_rps=1000.0, steady_input=SteadyInput(since_s=90.0, low_rps=1e4, high_rps=1e4))
+    held = input_held_since_90_s_at(1e4)
     _, decision = band.decide(held, behind, 100.0)
     assert decision.to_channels == 16
-    fell = state_with(channel_capacity_rps=1000.0, steady_input=SteadyInput(since_s=90.0, low_rps=2e4, high_rps=2e4))
+    fell = input_held_since_90_s_at(2e4)
     state, decision = band.decide(fell, behind, 100.0)
     assert not state.steady_input.rising_at(100.0) and decision.to_channels == 16
 

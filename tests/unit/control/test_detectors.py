@@ -22,6 +22,10 @@ OPTIONS = ControlOptions(
     underload=UnderloadOptions(low_watermark=0.5, reaction_time=4, reaction_factor=0.5, peak_reset_rise_factor=1.5),
     congestion=CongestionOptions(window=3, max_lag_s=2.0, threshold=0.6, growth_tolerance_s=0.05),
 )
+STREAM_CONGESTION = OPTIONS.congestion.model_copy(
+    update={"growth_tolerance_s": 3.75, "max_lag_s": 30.0, "max_drain_s": 15.0}
+)
+"""Congestion as the sensor policy sets it for a stream with a 15 s SLO."""
 
 
 def run(snapshots):
@@ -112,7 +116,7 @@ def test_congestion_when_flat_lag_exceeds_the_bound_in_seconds_of_input():
 def test_a_backlog_after_the_input_fell_is_measured_in_seconds_of_the_stages_work():
     # The square trace's valley on the real stack: 6,100 records behind, 163 rec/s arriving (37 s
     # of input: over a max_lag_s of 30) while the stage does 790 (7.7 s of its work).
-    options = OPTIONS.congestion.model_copy(update={"growth_tolerance_s": 3.75, "max_lag_s": 30.0, "max_drain_s": 15.0})
+    options = STREAM_CONGESTION
     lags = np.array([5900.0, 6300.0, 6100.0])
     assert congestion_signal(lags, 163.0, options).congested  # throughput unknown: seconds of input
     signal = congestion_signal(lags, 163.0, options, 790.0)
@@ -147,7 +151,7 @@ def test_windows_restart_on_layout_change_and_round_trip_through_json():
 def test_a_lag_the_stage_cannot_drain_within_max_drain_s_is_congestion_although_input_rises():
     # The shape of a rising load on one saturated channel: the lag grows by less than the
     # growth tolerance (which scales with the input rate) and stays under max_lag_s of input.
-    options = OPTIONS.congestion.model_copy(update={"growth_tolerance_s": 3.75, "max_lag_s": 30.0, "max_drain_s": 15.0})
+    options = STREAM_CONGESTION
     lags = np.array([109.0, 1348.0, 2741.0])
     assert not congestion_signal(lags, 382.0, options.model_copy(update={"max_drain_s": None}), 132.0).congested
     signal = congestion_signal(lags, 382.0, options, 132.0)
@@ -155,7 +159,7 @@ def test_a_lag_the_stage_cannot_drain_within_max_drain_s_is_congestion_although_
 
 
 def test_drain_time_within_the_bound_small_lags_and_draining_lags_are_not_congestion():
-    options = OPTIONS.congestion.model_copy(update={"growth_tolerance_s": 3.75, "max_lag_s": 30.0, "max_drain_s": 15.0})
+    options = STREAM_CONGESTION
     assert not congestion_signal(np.array([900.0, 1000.0, 1000.0]), 200.0, options, 200.0).congested  # 5 s to drain
     # Within the sawtooth of a batch: nothing processed this period, yet no congestion.
     assert not congestion_signal(np.array([100.0, 110.0, 120.0]), 40.0, options, 0.0).congested
