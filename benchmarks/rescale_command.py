@@ -9,7 +9,6 @@ size, both systems, log scale) and prints the figures against the issue's target
 from __future__ import annotations
 
 import json
-import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,15 +20,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestration.cli.common import ConfigOption, console, friendly_errors
+from orchestration.stack.ports import free_port
 
 PAUSE_RATIO_TARGET = 5.0
 MOVED_OVER_IDEAL_TARGET = 1.15
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -45,7 +39,7 @@ def bench_broker(settings, bootstrap: str | None) -> Iterator[str]:
     from pipelines.settings import KafkaSettings
 
     ensure_jars(jvm_layout(settings))
-    kafka = KafkaSettings(client_port=_free_port(), controller_port=_free_port(), heap="1g")
+    kafka = KafkaSettings(client_port=free_port(), controller_port=free_port(), heap="1g")
     with tempfile.TemporaryDirectory(prefix="esp-bench-kafka-") as run_dir:
         broker = KafkaBroker(kafka, Path(run_dir), jvm_layout(settings))
         broker.up()

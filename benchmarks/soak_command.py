@@ -18,7 +18,6 @@ were capped and how often the cap changed.
 from __future__ import annotations
 
 import json
-import socket
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from orchestration.cli.common import (
     console,
     friendly_errors,
 )
+from orchestration.stack.ports import free_port
 
 KIND_COLOURS = {
     "driver": "tab:red",
@@ -55,12 +55,6 @@ KIND_COLOURS = {
 # An endurance run's topic retention: long enough for any catch-up, short enough that a
 # 60-minute run sees several retention cycles.
 ENDURANCE_RETENTION_MINUTES = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def soak_command(
@@ -145,7 +139,7 @@ def _run(settings, wanted: SoakOptions) -> SoakReport:
 
     folder = wanted.folder
     ensure_jars(jvm_layout(settings))
-    kafka = KafkaSettings(client_port=_free_port(), controller_port=_free_port(), heap="1g")
+    kafka = KafkaSettings(client_port=free_port(), controller_port=free_port(), heap="1g")
     broker = KafkaBroker(kafka, folder / "run", jvm_layout(settings))
     broker.up()
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any
 import psutil
 
 from orchestration.names import RESCALE_RULE_TAG, layout_asset_key, op_name, resize_job_name
+from orchestration.stack.ports import free_port
 from pipelines.streams.names import FIRST_STAGE
 
 SOAK_TAG = "esp/soak"
@@ -102,12 +102,6 @@ class ResizeRun:
     by_soak: bool
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _cmdline(process: psutil.Process) -> str:
     try:
         return " ".join(process.cmdline())
@@ -135,7 +129,7 @@ class ControlRoom:
         self.run_retention_s = run_retention_s
         self.log = folder / "dagster.log"
         self.defs = folder / "soak_defs.py"
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._selector: dict[str, str] | None = None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from pathlib import Path
 
 import pytest
+
+from orchestration.stack.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,12 +84,6 @@ def topic_factory(bootstrap):
         return name
 
     return make
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

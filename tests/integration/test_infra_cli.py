@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.stack.ports import free_port
 from tests.integration.streams import run_esp as esp
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -26,7 +21,7 @@ def config_file(tmp_path) -> Path:
         json.dumps(
             {
                 "run_dir_name": str(tmp_path / "run"),
-                "kafka": {"client_port": _free_port(), "controller_port": _free_port(), "heap": "512m"},
+                "kafka": {"client_port": free_port(), "controller_port": free_port(), "heap": "512m"},
             }
         )
     )
