@@ -348,7 +348,7 @@ def _warm_up(
     *and the fold* rate from that first rebuild, as they would after any earlier restart of a
     long-lived stream (the rates are kept in its elastic folder). Without the second load the
     rebuild folded nothing, and until the trace's first kill the policies predicted the fold from
-    the commits' rate, about half as fast: the adaptive one snapshotted more than the bound needs."""
+    the commits' rate, about half as fast (BENCHMARKS.md §8, runs C and E)."""
     from pipelines.load import preload
     from pipelines.streams.names import elastic_path
 

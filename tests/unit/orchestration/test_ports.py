@@ -27,23 +27,27 @@ def test_the_range_is_read_from_the_kernel_setting_with_linuxs_default_when_abse
     assert ports.ephemeral_range_start(tmp_path / "absent") == ports.LINUX_EPHEMERAL_START
 
 
-def test_a_port_someone_listens_on_is_skipped(monkeypatch: pytest.MonkeyPatch):
-    taken = ports.free_port()
+def test_a_port_someone_listens_on_is_skipped_and_none_free_is_an_error(monkeypatch: pytest.MonkeyPatch):
+    taken, free = ports.free_port(), ports.free_port()
+    ports._handed_out.difference_update({taken, free})  # as if another process had picked them
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", taken))
         listener.listen()
-        ports._handed_out.discard(taken)  # as if another process had picked it
-        monkeypatch.setattr(ports, "ATTEMPTS", 1)
-        # A draw that can only give the taken port finds nothing free and says so.
-        monkeypatch.setattr(ports, "LOWEST_PORT", taken)
-        monkeypatch.setattr(ports, "ephemeral_range_start", lambda: taken + 1)
+        assert ports.free_port(rng=_draws(taken, free)) == free
+        monkeypatch.setattr(ports, "ATTEMPTS", 3)
         with pytest.raises(PortTakenError, match="no free port"):
-            ports.free_port(rng=_always(taken))
+            ports.free_port(rng=_draws(taken, taken, taken))
 
 
-def _always(port: int) -> random.Random:
-    class Fixed(random.Random):
+def _draws(*sequence: int) -> random.Random:
+    """A random source whose port draws are `sequence`, in order."""
+
+    class Scripted(random.Random):
+        def __init__(self) -> None:
+            super().__init__()
+            self.queue = list(sequence)
+
         def randrange(self, *_args, **_kwargs) -> int:  # type: ignore[override]
-            return port
+            return self.queue.pop(0)
 
-    return Fixed()
+    return Scripted()
