@@ -46,8 +46,13 @@ def _stage_all(spark, spec: StreamSpec, upto: int) -> list[compaction.StagedComp
     return [s for s in staged if s is not None]
 
 
+DAY_AFTER = dt.datetime.combine(DAY + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+"""The tests' clock unless one says otherwise: the tables' bronze is of DAY and expires with the
+retention, so the real clock would expire it once DAY is a week old (a test failed so on 2026-11-28)."""
+
+
 def _retain(
-    retention: TableRetention, batch_id: int, now: dt.datetime | None = None
+    retention: TableRetention, batch_id: int, now: dt.datetime = DAY_AFTER
 ) -> list[compaction.CompactionReport]:
     """What the stream does over a few batches: stage at batch `batch_id`, publish at a later one."""
     assert retention.start(batch_id)
@@ -95,7 +100,7 @@ def test_the_batch_in_flight_and_uncommitted_batches_are_never_folded(spark, tmp
     _retain(
         TableRetention(spark, spec, ("word",)),
         batch_id=11,
-        now=dt.datetime.combine(DAY + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC),
+        now=DAY_AFTER,
     )
 
     assert answers(spark, spec) == before
