@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.repeats import spread
-from benchmarks.spark_runs import last_commit
+from benchmarks.spark_runs import last_commit, wait_caught_up
 from benchmarks.stream_process import start_stream_process, stop_stream_process
 
 Step = Callable[[str], None]
@@ -253,7 +253,7 @@ def run_policy(
     kill_times: list[float],
 ) -> PolicyResult:
     """One policy under the trace with SIGKILLs; its kills, batches, snapshots and figures."""
-    from benchmarks.spark_runs import check_results, new_topic, wait_caught_up
+    from benchmarks.spark_runs import check_results, new_topic
     from pipelines.load import LoadSpec, run_load
     from pipelines.streams.metrics import read_recent
     from pipelines.streams.names import checkpoint_path, metrics_topic, results_table_path
@@ -355,32 +355,18 @@ def _warm_up(
     lines = max(1, options.vocabulary // options.words_per_line)
     preload(load, bootstrap, lines)
     snapshots = Path(elastic_path(str(root))) / "channels"
-    _wait_until(
-        lambda: _lag(checkpoint, bootstrap, topic) == 0 and bool(list(snapshots.glob("channel=*/snapshot/*.parquet"))),
-        process,
-        options.timeout_s,
-        "the warm-up saw no snapshot (see the stream's log)",
-    )
+    deadline = time.monotonic() + options.timeout_s
+    while _lag(checkpoint, bootstrap, topic) > 0 or not list(snapshots.glob("channel=*/snapshot/*.parquet")):
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError("the warm-up saw no snapshot (see the stream's log)")
+        time.sleep(0.2)
     preload(load, bootstrap, lines * WARM_UP_FOLD_LOADS)
-    _wait_until(
-        lambda: _lag(checkpoint, bootstrap, topic) == 0,
-        process,
-        options.timeout_s,
-        "the warm-up's second load was not committed (see the stream's log)",
-    )
+    wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, lambda: process.poll() is None)
     before = last_commit(checkpoint)
     stop_stream_process(process, signal.SIGKILL)
     process = start()
     _wait_for_commit_after(checkpoint, before, process, options.timeout_s)
     return process
-
-
-def _wait_until(done: Callable[[], bool], process: subprocess.Popen, timeout_s: float, failure: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise RuntimeError(failure)
-        time.sleep(0.2)
 
 
 def _lag(checkpoint: str, bootstrap: str, topic: str) -> int:
