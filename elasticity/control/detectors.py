@@ -430,5 +430,6 @@ def evaluate(
         rescale_pause_s=windows.pause_s,
         busy_share=windows.busy_share(),
         top_key_share=snapshot.top_key_share,
+        batch_cycle_s=snapshot.batch_cycle_s,
     )
     return windows, evaluation

@@ -51,6 +51,10 @@ class MetricsSnapshot:
         tell a hot channel from a loaded stage; the work each channel did can.
     top_key_share: per channel, the share of its records that its most frequent key carried in
         the period (None: not measured); a channel whose work is one key gains nothing by a split.
+    batch_cycle_s: seconds from one micro-batch's end to the next's in the period (None: not a
+        micro-batch stream, or not measured). Lag read against the last committed batch holds,
+        in a stream that keeps up, the batch running plus what arrives while it runs: up to two
+        cycles of input that are in flight, not a backlog.
     """
 
     time_s: float
@@ -62,6 +66,7 @@ class MetricsSnapshot:
     layout_epoch: int = 0
     busy_share: FloatArray | None = None
     top_key_share: FloatArray | None = None
+    batch_cycle_s: float | None = None
 
     @classmethod
     def build(
@@ -76,6 +81,7 @@ class MetricsSnapshot:
         layout_epoch: int = 0,
         busy_share: Sequence[float] | FloatArray | None = None,
         top_key_share: Sequence[float] | FloatArray | None = None,
+        batch_cycle_s: float | None = None,
     ) -> MetricsSnapshot:
         """Build from plain sequences (what a real collector has), checking that lengths agree."""
         latency = _as_float_array(probe_latency_s)
@@ -101,6 +107,7 @@ class MetricsSnapshot:
             layout_epoch=int(layout_epoch),
             busy_share=busy,
             top_key_share=top_share,
+            batch_cycle_s=None if batch_cycle_s is None else float(batch_cycle_s),
         )
 
     @property
@@ -153,6 +160,7 @@ class Evaluation:
     busy_share: per channel, the mean share of the periods in the overload window it spent
         processing (None when the snapshots carry no busy shares).
     top_key_share: per channel, the newest period's share of its records on its most frequent key.
+    batch_cycle_s: the newest period's micro-batch cycle (`MetricsSnapshot.batch_cycle_s`).
     """
 
     time_s: float
@@ -178,6 +186,13 @@ class Evaluation:
     rescale_pause_s: float = 0.0
     busy_share: FloatArray | None = None
     top_key_share: FloatArray | None = None
+    batch_cycle_s: float | None = None
+
+    @property
+    def in_flight_records(self) -> float:
+        """The lag a micro-batch stream shows while it keeps up with the input: two batch cycles
+        of input (0 when the cycle is not measured)."""
+        return 0.0 if self.batch_cycle_s is None else 2.0 * self.input_rate_rps * self.batch_cycle_s
 
     @property
     def overloaded_channels(self) -> list[int]:

@@ -15,6 +15,8 @@ last committed batch, all taken at one wall-clock moment) plus the previous tick
   is exactly when latency matters. A probe out longer than `probe_timeout_s` is a timeout.
 - throughput: records the channel processed in the batches that ended in the period, over
   the time those batches spanned (trigger gaps included); the last batch if none ended.
+- batch cycle: the mean time from one batch's end to the next's over the period, or the age
+  of the newest batch if that is longer (a batch still running is in flight too).
 - input rate and lag: from Kafka offsets, converted to stage records with the observed ratio
   of stage records (words) per Kafka record (line), so that rate, lag and per-channel
   capacity share one unit.
@@ -165,6 +167,16 @@ def _batch_start(batches: Sequence[BatchMetrics], index: int) -> float:
     return first.wall_time - first.batch_ms / 1000.0
 
 
+def _batch_cycle(epoch_batches: Sequence[BatchMetrics], first: int, now_s: float) -> float | None:
+    """Seconds per micro-batch over epoch_batches[first:] (trigger gaps included), at least the
+    age of the newest batch; None with no batch before the period's first to measure from."""
+    start = first if first > 0 else 1
+    if start >= len(epoch_batches):
+        return None
+    span = epoch_batches[-1].wall_time - epoch_batches[start - 1].wall_time
+    return max(span / (len(epoch_batches) - start), now_s - epoch_batches[-1].wall_time)
+
+
 def _throughput(epoch_batches: Sequence[BatchMetrics], first: int, channels: ChannelMap) -> np.ndarray:
     """Records/s per channel over epoch_batches[first:]."""
     basis = epoch_batches[first:]
@@ -289,6 +301,7 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         layout_epoch=newest.epoch,
         busy_share=busy,
         top_key_share=top_key,
+        batch_cycle_s=_batch_cycle(epoch_batches, first, reading.now_s),
     )
     notes = {
         "newest_batch_id": float(newest.batch_id),

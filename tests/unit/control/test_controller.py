@@ -128,6 +128,49 @@ def test_p2_names_the_backlog_when_draining_it_is_what_keeps_the_channels():
     assert "draining the lag of 20,000 records in 20 s 1,000 more" in decision.reason, decision.reason
 
 
+@pytest.mark.parametrize(("batch_cycle_s", "to_channels"), [(None, None), (1.1, 4)])
+def test_p2_does_not_count_the_records_a_keeping_up_micro_batch_has_in_flight(batch_cycle_s, to_channels):
+    # The eSault trace at 600 rec/s on the real stack: 6 channels of 199 rec/s keep up (in = out),
+    # and the lag against the last committed batch is ~2 cycles of input (the batch running and
+    # what arrives meanwhile). Counted as a backlog, its drain (1,262 / 20 s = 63 rec/s) lifts
+    # 4 channels' need above the 797 rec/s they carry, and P2 held 6 through the peak.
+    ev = make_evaluation(6, throughput_rps=604.0, lag_records=1262.0, batch_cycle_s=batch_cycle_s)
+    state = state_with(channel_capacity_rps=199.27)
+    _, decision = controller(max_channels=8, scale_in_utilization=0.8).decide(state, ev, 100.0)
+    if to_channels is None:
+        assert decision.action == "none" and "draining the lag of 1,262 records" in decision.reason, decision.reason
+    else:
+        assert decision.action == "scale_in" and decision.to_channels == to_channels, decision.reason
+
+
+def test_p2_still_drains_a_real_backlog_beyond_the_records_in_flight():
+    # 20,000 records behind with 1 s cycles at 2,900 rec/s: 5,800 in flight, 14,200 to drain.
+    ev = make_evaluation(8, throughput_rps=2900.0, lag_records=20000.0, batch_cycle_s=1.0)
+    _, decision = controller(scale_in_utilization=0.5).decide(state_with(channel_capacity_rps=1000.0), ev, 100.0)
+    assert decision.action == "none" and decision.rule == "P2"
+    assert "draining the lag of 14,200 records (beyond the 5,800 in flight)" in decision.reason, decision.reason
+
+
+def test_p6_counts_the_whole_lag_of_a_congested_stage():
+    # 22,000 rec/s on channels of 1000 at 70 % need 31.4 (level 32); draining the 60,000-record lag
+    # in 20 s adds 3 (level 48). A batch cycle must not take the lag away from a stage behind.
+    sizes = set()
+    for cycle in (None, 2.0):
+        ev = make_evaluation(
+            8,
+            congested=True,
+            overloaded=range(8),
+            throughput_rps=8000.0,
+            input_rate_rps=22000.0,
+            lag_records=60000.0,
+            saturated=True,
+            batch_cycle_s=cycle,
+        )
+        _, decision = controller().decide(state_with(), ev, 100.0)
+        sizes.add(decision.to_channels)
+    assert sizes == {48}
+
+
 def test_p2_without_capacity_probes_one_level_only_when_most_channels_are_underloaded():
     light = make_evaluation(8, underloaded=range(8))
     _, decision = controller().decide(state_with(), light, 100.0)

@@ -141,3 +141,14 @@ def test_recent_arrivals_give_the_last_seconds_rate_in_stage_records():
 def test_a_partition_without_recent_records_adds_nothing():
     arrivals = RecentArrivals(2.0, {0: 100, 1: 50})
     assert arrivals.offsets_per_second({0: 100, 1: 60, 2: 7}) == pytest.approx(5.0)
+
+
+def test_the_batch_cycle_is_the_time_between_batch_ends_or_the_running_batch_if_longer():
+    stream = FakeStream(channels=(0, 1)).run(20, 300, 0.4, batch_s=2.5)
+    assert collect(stream.read(), None, POLICY).snapshot.batch_cycle_s == pytest.approx(2.5)
+    # A batch running 30 s and not done: every record it holds is in flight for that long.
+    stream.stall(30, 300)
+    assert collect(stream.read(), None, POLICY).snapshot.batch_cycle_s == pytest.approx(30.0)
+    # One batch, nothing before it to measure from.
+    single = FakeStream(channels=(0,)).run(2, 300, 0.4, batch_s=2.0)
+    assert collect(single.read(), None, POLICY).snapshot.batch_cycle_s is None
