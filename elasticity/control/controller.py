@@ -25,8 +25,8 @@ period. The order of reasoning follows Gedik's flowchart:
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel. The backlog P2 must
-   drain is the lag less what a keeping-up micro-batch stream always has in flight
-   (`Evaluation.in_flight_records`); P6 counts the whole lag.
+   drain is the lag less what a keeping-up micro-batch stream always has in flight; P6 counts
+   the whole lag (`Evaluation.backlog_records`).
 
 The capacity estimate comes from saturated periods (a backlog of a period's work throughout,
 `Evaluation.saturated`): the mean of the recent samples less one standard deviation. Until one
@@ -549,17 +549,14 @@ class ScalingController:
         kept = self.levels.level_covering(rate / (capacity_rps * self.options.scale_in_utilization))
         return max(carried, min(sized, kept))
 
-    def _channels_needed(
-        self, ev: Evaluation, rate_rps: float, capacity_rps: float, utilization: float, *, keeping_up: bool = False
-    ) -> float:
+    def _channels_needed(self, ev: Evaluation, rate_rps: float, capacity_rps: float, utilization: float) -> float:
         """Channels that carry `rate_rps` at `utilization` and drain the backlog the rescale starts
-        with (the lag, less its records in flight when the stage keeps up, plus one measured pause
-        of input) within drain_target_s."""
+        with (`Evaluation.backlog_records` plus one measured pause of input) within drain_target_s."""
         needed = rate_rps / (capacity_rps * utilization)
         if self.options.drain_target_s is not None:
             # Capacity beyond the input is what drains a backlog, and while it drains the SLO stays
             # broken; the rescale's own pause adds its input to the lag.
-            backlog = _backlog(ev, rate_rps, keeping_up=keeping_up)
+            backlog = _backlog(ev, rate_rps)
             needed += backlog / (self.options.drain_target_s * capacity_rps)
         return needed
 
@@ -644,9 +641,7 @@ class ScalingController:
             rate = max(rate, steady.high_rps)
         if capacity and capacity > 0:
             needed = counts[
-                self.levels.level_covering(
-                    self._channels_needed(ev, rate, capacity, self.options.scale_in_utilization, keeping_up=True)
-                )
+                self.levels.level_covering(self._channels_needed(ev, rate, capacity, self.options.scale_in_utilization))
             ]
             if dwell > 0 and needed > ev.channels * (1 - 1 / self.options.scale_in_dwell_factor):
                 return None, (
@@ -688,7 +683,7 @@ class ScalingController:
         the backlog's drain where that is what tips it (the utilization alone may fit)."""
         utilization = self.options.scale_in_utilization
         text = f"{lower} channels would run at {rate / (lower * capacity):.0%} (> {utilization:.0%})"
-        backlog = _backlog(ev, rate, keeping_up=True)
+        backlog = _backlog(ev, rate)
         if self.options.drain_target_s is None or backlog <= 0:
             return text
         carry, drain = rate / utilization, backlog / self.options.drain_target_s
@@ -705,7 +700,7 @@ class ScalingController:
         floor = state.capacity_floor_rps
         if not floor:
             return None
-        needed = self._channels_needed(ev, rate, floor, self.options.scale_in_utilization, keeping_up=True)
+        needed = self._channels_needed(ev, rate, floor, self.options.scale_in_utilization)
         return self.levels.counts[self.levels.level_covering(needed)]
 
     def _lone_underloaded_channel(self, ev: Evaluation) -> int | None:
@@ -797,15 +792,9 @@ class ScalingController:
         )
 
 
-def _backlog(ev: Evaluation, rate_rps: float, *, keeping_up: bool) -> float:
-    """Records a rescale starts behind by: the lag plus one measured rescale pause of input. In a
-    stage that keeps up (P2's case) the records in flight are not behind: they hold P2 at a level
-    for a backlog that no level drains faster. P6's congested stage counts them: its batches are
-    long because it is behind, and every record of them is late."""
-    lag = ev.total_lag_records
-    if keeping_up:
-        lag = max(0.0, lag - ev.in_flight_records)
-    return lag + ev.rescale_pause_s * rate_rps
+def _backlog(ev: Evaluation, rate_rps: float) -> float:
+    """Records a rescale starts behind by: the backlog plus one measured rescale pause of input."""
+    return ev.backlog_records + ev.rescale_pause_s * rate_rps
 
 
 def _seconds(value: float) -> str:

@@ -195,6 +195,15 @@ class Evaluation:
         return 0.0 if self.batch_cycle_s is None else 2.0 * self.input_rate_rps * self.batch_cycle_s
 
     @property
+    def backlog_records(self) -> float:
+        """The lag that is behind: all of it in a congested stage (its batches are long because it
+        is behind, and every record of them is late); in one that keeps up, the lag beyond the
+        records in flight, which no number of channels drains faster."""
+        if self.congested:
+            return self.total_lag_records
+        return max(0.0, self.total_lag_records - self.in_flight_records)
+
+    @property
     def overloaded_channels(self) -> list[int]:
         return [int(c) for c in np.flatnonzero(self.overloaded)]
 

@@ -170,7 +170,7 @@ def _batch_start(batches: Sequence[BatchMetrics], index: int) -> float:
 def _batch_cycle(epoch_batches: Sequence[BatchMetrics], first: int, now_s: float) -> float | None:
     """Seconds per micro-batch over epoch_batches[first:] (trigger gaps included), at least the
     age of the newest batch; None with no batch before the period's first to measure from."""
-    start = first if first > 0 else 1
+    start = max(first, 1)
     if start >= len(epoch_batches):
         return None
     span = epoch_batches[-1].wall_time - epoch_batches[start - 1].wall_time

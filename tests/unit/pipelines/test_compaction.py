@@ -97,11 +97,7 @@ def test_the_batch_in_flight_and_uncommitted_batches_are_never_folded(spark, tmp
     inodes = {b: [f.stat().st_ino for f in sorted(p.iterdir())] for b, p in unfolded.items()}
     before = answers(spark, spec)
 
-    _retain(
-        TableRetention(spark, spec, ("word",)),
-        batch_id=11,
-        now=DAY_AFTER,
-    )
+    _retain(TableRetention(spark, spec, ("word",)), batch_id=11)
 
     assert answers(spark, spec) == before
     folders = batch_folders(Path(spec.results_table))
