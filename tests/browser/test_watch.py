@@ -106,6 +106,7 @@ def test_elasticity_sensor_ticks_say_why(page, shoot, stack):
         expect(dialog).to_contain_text(re.compile(r"SLO [\d,]+ ms"))
         shoot("sensor-tick-reason")
         dialog.get_by_role("button", name="Close").click()
+        expect(dialog).to_be_hidden()  # its fading overlay must not take the switch's click
         switch_sensor(page, SENSOR, running=False)
     finally:
         stack.stop_elasticity()
