@@ -7,7 +7,8 @@ period. The order of reasoning follows Gedik's flowchart:
 
 1. in flight / cooldown / settling / warm-up: no decision while the last rescale is not yet
    visible in the snapshots, cools down, pauses or settles (those periods are no evidence, see
-   `SignalWindows.settle`), or while the windows refill;
+   `SignalWindows.settle`), or while the windows refill, unless a saturated period after the
+   settling shows the rescale's layout outgrown (`ScalingController._outgrown`): then P1/P6 at once;
 2. detect a workload change from congestion flips and throughput changes between the last and
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
    history below), or from an input rate well below the one under which a lower level was
@@ -322,14 +323,15 @@ class ScalingController:
                 "settling after it are not evidence",
                 {},
             )
-        if not evaluation.ready_up:
+        outgrown = not evaluation.ready_up and self._outgrown(evaluation)
+        if not evaluation.ready_up and not outgrown:
             return state, self._none(
                 now_s, channels, "warmup", "detector windows are refilling after a layout change", {}
             )
 
         level = self.levels.level_of(channels)
         throughput = evaluation.total_throughput_rps
-        congested = evaluation.congested
+        congested = evaluation.congested or outgrown
         steady = not congested and not evaluation.congestion.draining
         change = detect_workload_change(
             state.last,
@@ -371,6 +373,8 @@ class ScalingController:
             }
         )
         signals = self._signals(evaluation, level, capacity, change)
+        if outgrown:
+            signals["outgrown"] = 1.0
         if congested:
             decision = self._when_congested(state, evaluation, level, now_s, signals)
         else:
@@ -390,6 +394,16 @@ class ScalingController:
                 }
             )
         return state, decision
+
+    def _outgrown(self, ev: Evaluation) -> bool:
+        """A layout a rescale made too small beyond doubt before its windows refill: a saturated
+        period after the settling (a backlog of a period's work throughout that did not shrink,
+        channels busy) whose input exceeded the throughput by more than the change factor. The
+        windows take `reaction_time` periods to refill after every rescale; a stage the input has
+        outgrown piles up that many periods of backlog meanwhile, which the SLO then pays for while
+        it drains. Not on the first layout: its first batches are slow for a cold start."""
+        margin = 1 + self.options.throughput_change_factor
+        return ev.after_rescale and ev.saturated and ev.input_rate_rps > ev.total_throughput_rps * margin
 
     # ------------------------------------------------------------------ congested: split, P5, P1/P6
     def _when_congested(
@@ -468,7 +482,8 @@ class ScalingController:
             f"congested (index {ev.congestion.index:.2f}, lag {ev.congestion.lag_s:.1f} s of input, "
             f"{_seconds(ev.congestion.drain_s)} to drain, "
             f"{len(ev.overloaded_channels)} of {channels} channels overloaded) at {ev.input_rate_rps:,.0f} rec/s: "
-            f"scale out {jumped} level(s) to {scale_to} channels{self._sized_text(state)}{forgot}",
+            f"scale out {jumped} level(s) to {scale_to} channels{self._sized_text(state)}{forgot}"
+            f"{self._outgrown_text(ev, signals)}",
         )
 
     def _skewed_channel(self, ev: Evaluation) -> tuple[int, str] | None:
@@ -747,6 +762,15 @@ class ScalingController:
             return ""
         mean, spread = float(np.mean(samples)), float(np.std(samples))
         return f" (capacity {capacity:,.0f} rec/s per channel: {mean:,.0f} +- {spread:,.0f} over {len(samples)} {kind})"
+
+    @staticmethod
+    def _outgrown_text(ev: Evaluation, signals: dict[str, float]) -> str:
+        if not signals.get("outgrown"):
+            return ""
+        return (
+            f" (outgrown before the windows refilled: a saturated period took in {ev.input_rate_rps:,.0f} rec/s "
+            f"and processed {ev.total_throughput_rps:,.0f})"
+        )
 
     @staticmethod
     def _forgot_text(signals: dict[str, float]) -> str:

@@ -191,6 +191,7 @@ class SignalWindows:
     peaks: FloatArray  # [channels]
     busy: FloatArray | None = None  # [overload.reaction_time, channels] share of each period busy; None: unknown
     last_time_s: float | None = None  # the newest snapshot seen, pushed or masked
+    last_lag_records: float | None = None  # its lag: the broker's count, true even in a masked period
     rescaled_at_s: float | None = None  # entered by a layout change: the old layout's last snapshot time
     paused_until_s: float | None = None  # the newest snapshot of this layout in which nothing was processed
     resumed_at_s: float | None = None  # the first snapshot of this layout after the pause
@@ -228,7 +229,7 @@ class SignalWindows:
         pause (or `settle_min_s`) after it. A first layout (no change seen) is never masked.
         """
         at = snapshot.time_s
-        timed = replace(self, last_time_s=at)
+        timed = replace(self, last_time_s=at, last_lag_records=snapshot.total_lag_records)
         if self.rescaled_at_s is None:
             return timed, False
         if self.resumed_at_s is None:
@@ -294,6 +295,7 @@ class SignalWindows:
             "peaks": self.peaks.tolist(),
             "busy": None if self.busy is None else self.busy.tolist(),
             "last_time_s": self.last_time_s,
+            "last_lag_records": self.last_lag_records,
             "rescaled_at_s": self.rescaled_at_s,
             "paused_until_s": self.paused_until_s,
             "resumed_at_s": self.resumed_at_s,
@@ -318,6 +320,7 @@ class SignalWindows:
             peaks=np.asarray(data["peaks"], dtype=np.float64),
             busy=None if data.get("busy") is None else np.asarray(data["busy"], dtype=np.float64).reshape(-1, channels),
             last_time_s=_optional_float(data.get("last_time_s")),
+            last_lag_records=_optional_float(data.get("last_lag_records")),
             rescaled_at_s=_optional_float(data.get("rescaled_at_s")),
             paused_until_s=_optional_float(data.get("paused_until_s")),
             resumed_at_s=_optional_float(data.get("resumed_at_s")),
@@ -371,17 +374,19 @@ def evaluate(
         windows = SignalWindows.empty(snapshot.channels, snapshot.layout_epoch, options)
     elif not windows.matches(snapshot):
         windows = windows.after_rescale(snapshot, options)
-    previous_time_s = windows.last_time_s
+    # The period's start: the previous snapshot, also when it was masked (the first period after
+    # a rescale's settling is judged too: its lag at the start is the broker's, not the pause's).
+    previous_time_s, previous_lag = windows.last_time_s, windows.last_lag_records
     windows, masked = windows.settle(snapshot, options.settling)
     if not masked:
         windows = windows.push(snapshot, options.underload)
     seen = windows.periods_seen
     saturated = (
         not masked
-        and seen >= 2
         and previous_time_s is not None
+        and previous_lag is not None
         and saturated_period(
-            float(windows.lag[-2]),
+            previous_lag,
             float(windows.lag[-1]),
             snapshot.total_throughput_rps,
             snapshot.time_s - previous_time_s,
@@ -427,6 +432,7 @@ def evaluate(
         if masked
         else busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, options.controller.busy_rate_min_share),
         settling=masked,
+        after_rescale=windows.rescaled_at_s is not None,
         rescale_pause_s=windows.pause_s,
         busy_share=windows.busy_share(),
         top_key_share=snapshot.top_key_share,

@@ -156,6 +156,8 @@ class Evaluation:
         enough for it to be read (`ControllerOptions.busy_rate_min_share`); None otherwise.
     settling: this period is part of a rescale's pause or of the settling after it; it did not
         enter the windows, and neither ready flag is set.
+    after_rescale: the layout was entered by a rescale seen in the snapshots (not the first
+        layout the windows saw, whose first batches pay for a cold start instead).
     rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
     busy_share: per channel, the mean share of the periods in the overload window it spent
         processing (None when the snapshots carry no busy shares).
@@ -183,6 +185,7 @@ class Evaluation:
     saturated: bool = False
     busy_rate_rps: float | None = None
     settling: bool = False
+    after_rescale: bool = False
     rescale_pause_s: float = 0.0
     busy_share: FloatArray | None = None
     top_key_share: FloatArray | None = None

@@ -482,6 +482,53 @@ def test_p6_within_the_band_still_carries_the_input_at_the_scale_out_utilization
     assert decision.to_channels == 16
 
 
+def the_first_period_after_settling_at_2_channels(
+    input_rps: float, *, saturated: bool = True, after_rescale: bool = True
+) -> object:
+    """The slow machine's esault run at 39.6 s: 2 channels, the first period after the 1 -> 2
+    rescale's settling, its windows not refilled; 350 rec/s processed with 7,506 records behind."""
+    return make_evaluation(
+        2,
+        time_s=39.6,
+        ready_up=False,
+        ready_down=False,
+        after_rescale=after_rescale,
+        saturated=saturated,
+        throughput_rps=350.0,
+        input_rate_rps=input_rps,
+        lag_records=7_506.0,
+    )
+
+
+STREAM_POLICY_BAND = {"max_channels": 8, "scale_out_utilization": 0.9, "scale_in_utilization": 0.8}
+"""The Spark bench's bounds and targets (its policy: drain_within_band on)."""
+
+
+def test_a_layout_the_input_outgrew_scales_out_before_its_windows_refill():
+    # Waiting two more periods for the windows cost that run 4,200 records of backlog and its
+    # peak phase the SLO: 6 channels at 50 s could not drain what had piled up.
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    before = state_with(steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0))
+    state, decision = ctl.decide(before, the_first_period_after_settling_at_2_channels(796.0), 39.6)
+    # 796 / (175 x 0.9) = 5.1 channels plus 7,506 records drained in 20 s at 175 each = 2.1 -> 8
+    # (the input rose out of its band in this period, so the drain is sized in full).
+    assert decision.action == "scale_out" and decision.to_channels == 8, decision.reason
+    assert "outgrown" in decision.reason and decision.signals["outgrown"] == 1.0
+    assert state.capacity_samples_rps == [175.0] and state.history[lvl(2)].congested
+
+
+@pytest.mark.parametrize(
+    ("input_rps", "saturated", "after_rescale"),
+    [(380.0, True, True), (300.0, True, True), (796.0, False, True), (796.0, True, False)],
+    ids=["input-within-the-change-factor", "draining", "not-saturated", "first-layout-cold-start"],
+)
+def test_a_refilling_layout_that_is_not_outgrown_waits_for_its_windows(input_rps, saturated, after_rescale):
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    ev = the_first_period_after_settling_at_2_channels(input_rps, saturated=saturated, after_rescale=after_rescale)
+    _, decision = ctl.decide(state_with(), ev, 39.6)
+    assert decision.action == "none" and decision.rule == "warmup", decision.reason
+
+
 # ------------------------------------------------------------------ rescales in flight, pause and settling
 def test_a_rescale_in_flight_is_answered_by_no_other_decision_until_it_lands_or_times_out():
     ctl = controller(cooldown_s=5.0, rescale_timeout_s=60.0)

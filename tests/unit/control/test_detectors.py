@@ -195,6 +195,16 @@ def test_a_rescales_pause_and_the_settling_after_it_do_not_enter_the_windows():
     assert SignalWindows.from_dict(windows.to_dict(), OPTIONS).settle_until_s == windows.settle_until_s
 
 
+def test_the_first_period_after_a_rescales_settling_is_judged_for_saturation():
+    # Its start is the last settling period's snapshot (t=14): the lag there, 11,000 records, is
+    # the broker's count, true although the period was masked. 1,800 records processed in the
+    # period with 11,000 -> 12,000 behind: a backlog throughout that did not shrink.
+    windows, evs = after_a_rescale(pause_periods=5, then=7)
+    first = evs[11]
+    assert evs[10].settling and not first.settling and first.saturated and first.after_rescale
+    assert SignalWindows.from_dict(windows.to_dict(), OPTIONS).last_lag_records == 12_000.0
+
+
 def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
     options = OPTIONS.model_copy(update={"settling": OPTIONS.settling.model_copy(update={"max_pause_s": 3.0})})
     _, evs = after_a_rescale(pause_periods=8, then=0, options=options)
@@ -206,7 +216,7 @@ def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
 def test_the_first_layout_is_never_masked_even_before_its_first_batch_finished():
     # The CI sequence: one channel overloaded before its first loaded batch finished (0 processed).
     _, ev = run([make_snapshot(t, [2.0 + 2 * t], [0.0], input_rate_rps=294.0, lag=1500.0 * (t + 1)) for t in range(4)])
-    assert not ev.settling and ev.ready_up and ev.congested
+    assert not ev.settling and ev.ready_up and ev.congested and not ev.after_rescale
 
 
 def test_a_period_is_saturated_only_with_a_backlog_throughout_that_does_not_shrink():
