@@ -356,16 +356,6 @@ def _recent_max_input(windows: SignalWindows, seen: int, periods: int | None) ->
     return float(windows.input_rate[-max(1, min(seen, size)) :].max())
 
 
-def _busy_share_to_judge(snapshot: MetricsSnapshot, change_factor: float) -> float | None:
-    """The channels' mean busy share, for `saturated_period` to tell a backlog from the lag a
-    keeping-up micro-batch stream holds in flight; None (not judged) when the period took in more
-    than `change_factor` beyond what it processed: such a stream is not keeping up, and its
-    channels' idle time between batches (the driver's share of a batch) is part of what it can do."""
-    if snapshot.busy_share is None or snapshot.input_rate_rps > snapshot.total_throughput_rps * (1 + change_factor):
-        return None
-    return float(np.mean(snapshot.busy_share))
-
-
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -401,7 +391,7 @@ def evaluate(
             snapshot.total_throughput_rps,
             snapshot.time_s - previous_time_s,
             options.congestion.saturation_backlog_periods,
-            _busy_share_to_judge(snapshot, options.controller.throughput_change_factor),
+            None if snapshot.busy_share is None else float(np.mean(snapshot.busy_share)),
             options.congestion.saturation_busy_share,
         )
     )
