@@ -8,7 +8,8 @@ period. The order of reasoning follows Gedik's flowchart:
 1. in flight / cooldown / settling / warm-up: no decision while the last rescale is not yet
    visible in the snapshots, cools down, pauses or settles (those periods are no evidence, see
    `SignalWindows.settle`), or while the windows refill, unless a saturated period after the
-   settling shows the rescale's layout outgrown (`ScalingController._outgrown`): then P1/P6 at once;
+   settling shows the rescale's layout outgrown (`ScalingController._outgrown`): then P1/P6 at
+   once, and nothing else;
 2. detect a workload change from congestion flips and throughput changes between the last and
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
    history below), or from an input rate well below the one under which a lower level was
@@ -323,15 +324,16 @@ class ScalingController:
                 "settling after it are not evidence",
                 {},
             )
-        outgrown = not evaluation.ready_up and self._outgrown(evaluation)
-        if not evaluation.ready_up and not outgrown:
+        if not evaluation.ready_up:
+            if self._outgrown(evaluation):
+                return self._scale_out_outgrown(state, evaluation, now_s)
             return state, self._none(
                 now_s, channels, "warmup", "detector windows are refilling after a layout change", {}
             )
 
         level = self.levels.level_of(channels)
         throughput = evaluation.total_throughput_rps
-        congested = evaluation.congested or outgrown
+        congested = evaluation.congested
         steady = not congested and not evaluation.congestion.draining
         change = detect_workload_change(
             state.last,
@@ -373,37 +375,71 @@ class ScalingController:
             }
         )
         signals = self._signals(evaluation, level, capacity, change)
-        if outgrown:
-            signals["outgrown"] = 1.0
         if congested:
             decision = self._when_congested(state, evaluation, level, now_s, signals)
         else:
             decision = self._when_not_congested(state, evaluation, level, now_s, signals)
-        if decision.is_rescale:
-            pending = PendingRescale(
-                from_channels=channels,
-                to_channels=decision.to_channels,
-                from_epoch=evaluation.layout_epoch,
-                decided_at_s=now_s,
-            )
-            state = state.model_copy(
-                update={
-                    "cooldown_until_s": now_s + self.options.cooldown_s,
-                    "decisions": state.decisions + 1,
-                    "pending": pending,
-                }
-            )
-        return state, decision
+        return self._realized(state, evaluation, decision), decision
 
-    def _outgrown(self, ev: Evaluation) -> bool:
-        """A layout a rescale made too small beyond doubt before its windows refill: a saturated
-        period after the settling (a backlog of a period's work throughout that did not shrink,
-        channels busy) whose input exceeded the throughput by more than the change factor. The
-        windows take `reaction_time` periods to refill after every rescale; a stage the input has
-        outgrown piles up that many periods of backlog meanwhile, which the SLO then pays for while
-        it drains. Not on the first layout: its first batches are slow for a cold start."""
-        margin = 1 + self.options.throughput_change_factor
-        return ev.after_rescale and ev.saturated and ev.input_rate_rps > ev.total_throughput_rps * margin
+    def _realized(self, state: ControllerState, ev: Evaluation, decision: Decision) -> ControllerState:
+        """The state after a decision: a rescale is pending and cools down."""
+        if not decision.is_rescale:
+            return state
+        pending = PendingRescale(
+            from_channels=ev.channels,
+            to_channels=decision.to_channels,
+            from_epoch=ev.layout_epoch,
+            decided_at_s=decision.time_s,
+        )
+        return state.model_copy(
+            update={
+                "cooldown_until_s": decision.time_s + self.options.cooldown_s,
+                "decisions": state.decisions + 1,
+                "pending": pending,
+            }
+        )
+
+    @staticmethod
+    def _outgrown(ev: Evaluation) -> bool:
+        """A layout a rescale made too small beyond doubt before its windows refill: a period after
+        the settling that was outpaced (a backlog of a period's work throughout that did not shrink,
+        and an input beyond the throughput by more than the change factor). The windows take
+        `reaction_time` periods to refill after every rescale; a stage the input has outgrown piles
+        up that many periods of backlog meanwhile, which the SLO then pays for while it drains. Not
+        on the first layout: its first batches are slow for a cold start."""
+        return ev.after_rescale and ev.outpaced
+
+    def _scale_out_outgrown(
+        self, state: ControllerState, ev: Evaluation, now_s: float
+    ) -> tuple[ControllerState, Decision]:
+        """P1/P6 on an outgrown layout, and nothing else: one period of freshly rescaled channels
+        (some still cold) is no evidence that scaling out gained nothing (P5) or of skew, and it
+        enters no level history. Sized by the capacity estimate, else by this period's throughput
+        per channel (what the channels did with a backlog throughout)."""
+        channels = ev.channels
+        level = self.levels.level_of(channels)
+        capacity = scale_out_capacity(state) or ev.total_throughput_rps / max(1, channels)
+        signals = {**self._signals(ev, level, capacity, "unknown"), "outgrown": 1.0}
+        outgrown = (
+            f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s "
+            f"and processed {ev.total_throughput_rps:,.0f}"
+        )
+        if level >= self.levels.top or capacity <= 0:
+            return state, self._none(now_s, channels, "bounds", f"{outgrown}, but at the maximum", signals)
+        rising = state.steady_input is not None and state.steady_input.rising_at(now_s)
+        target = min(max(level + 1, self._scale_out_level(ev, capacity, rising)), self.levels.top)
+        to_channels = self.levels.channels_at(target)
+        decision = self._decision(
+            now_s,
+            "scale_out",
+            channels,
+            to_channels,
+            "P1+P6" if target - level > 1 else "P1",
+            signals,
+            f"{outgrown}: scale out {target - level} level(s) to {to_channels} channels at "
+            f"{capacity:,.0f} rec/s per channel",
+        )
+        return self._realized(state, ev, decision), decision
 
     # ------------------------------------------------------------------ congested: split, P5, P1/P6
     def _when_congested(
@@ -482,8 +518,7 @@ class ScalingController:
             f"congested (index {ev.congestion.index:.2f}, lag {ev.congestion.lag_s:.1f} s of input, "
             f"{_seconds(ev.congestion.drain_s)} to drain, "
             f"{len(ev.overloaded_channels)} of {channels} channels overloaded) at {ev.input_rate_rps:,.0f} rec/s: "
-            f"scale out {jumped} level(s) to {scale_to} channels{self._sized_text(state)}{forgot}"
-            f"{self._outgrown_text(ev, signals)}",
+            f"scale out {jumped} level(s) to {scale_to} channels{self._sized_text(state)}{forgot}",
         )
 
     def _skewed_channel(self, ev: Evaluation) -> tuple[int, str] | None:
@@ -762,15 +797,6 @@ class ScalingController:
             return ""
         mean, spread = float(np.mean(samples)), float(np.std(samples))
         return f" (capacity {capacity:,.0f} rec/s per channel: {mean:,.0f} +- {spread:,.0f} over {len(samples)} {kind})"
-
-    @staticmethod
-    def _outgrown_text(ev: Evaluation, signals: dict[str, float]) -> str:
-        if not signals.get("outgrown"):
-            return ""
-        return (
-            f" (outgrown before the windows refilled: a saturated period took in {ev.input_rate_rps:,.0f} rec/s "
-            f"and processed {ev.total_throughput_rps:,.0f})"
-        )
 
     @staticmethod
     def _forgot_text(signals: dict[str, float]) -> str:

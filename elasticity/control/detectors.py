@@ -396,6 +396,22 @@ def evaluate(
         )
     )
 
+    # Behind whatever the busy share (a micro-batch stream's channels idle between its batches even
+    # when it is far behind), and taking in more than the change factor beyond what it processed.
+    outpaced = (
+        not masked
+        and previous_time_s is not None
+        and previous_lag is not None
+        and snapshot.input_rate_rps > snapshot.total_throughput_rps * (1 + options.controller.throughput_change_factor)
+        and saturated_period(
+            previous_lag,
+            float(windows.lag[-1]),
+            snapshot.total_throughput_rps,
+            snapshot.time_s - previous_time_s,
+            options.congestion.saturation_backlog_periods,
+        )
+    )
+
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
     draining = draining_flags(windows.latency, options.congestion.drain_tolerance)
     overloaded = overload_flags(share_late, seen, options.overload) & ~draining
@@ -433,6 +449,7 @@ def evaluate(
         else busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, options.controller.busy_rate_min_share),
         settling=masked,
         after_rescale=windows.rescaled_at_s is not None,
+        outpaced=outpaced,
         rescale_pause_s=windows.pause_s,
         busy_share=windows.busy_share(),
         top_key_share=snapshot.top_key_share,

@@ -158,6 +158,9 @@ class Evaluation:
         enter the windows, and neither ready flag is set.
     after_rescale: the layout was entered by a rescale seen in the snapshots (not the first
         layout the windows saw, whose first batches pay for a cold start instead).
+    outpaced: this period had a backlog throughout that did not shrink (as for `saturated`, but
+        whatever the channels' busy share) and took in more than the change factor beyond what
+        it processed: the stage is behind and falling further behind.
     rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
     busy_share: per channel, the mean share of the periods in the overload window it spent
         processing (None when the snapshots carry no busy shares).
@@ -186,6 +189,7 @@ class Evaluation:
     busy_rate_rps: float | None = None
     settling: bool = False
     after_rescale: bool = False
+    outpaced: bool = False
     rescale_pause_s: float = 0.0
     busy_share: FloatArray | None = None
     top_key_share: FloatArray | None = None
@@ -199,10 +203,10 @@ class Evaluation:
 
     @property
     def backlog_records(self) -> float:
-        """The lag that is behind: all of it in a congested stage (its batches are long because it
-        is behind, and every record of them is late); in one that keeps up, the lag beyond the
-        records in flight, which no number of channels drains faster."""
-        if self.congested:
+        """The lag that is behind: all of it in a congested or outpaced stage (its batches are long
+        because it is behind, and every record of them is late); in one that keeps up, the lag
+        beyond the records in flight, which no number of channels drains faster."""
+        if self.congested or self.outpaced:
             return self.total_lag_records
         return max(0.0, self.total_lag_records - self.in_flight_records)
 

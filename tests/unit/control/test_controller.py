@@ -483,7 +483,7 @@ def test_p6_within_the_band_still_carries_the_input_at_the_scale_out_utilization
 
 
 def the_first_period_after_settling_at_2_channels(
-    input_rps: float, *, saturated: bool = True, after_rescale: bool = True
+    input_rps: float, *, outpaced: bool = True, after_rescale: bool = True
 ) -> object:
     """The slow machine's esault run at 39.6 s: 2 channels, the first period after the 1 -> 2
     rescale's settling, its windows not refilled; 350 rec/s processed with 7,506 records behind."""
@@ -493,10 +493,11 @@ def the_first_period_after_settling_at_2_channels(
         ready_up=False,
         ready_down=False,
         after_rescale=after_rescale,
-        saturated=saturated,
+        outpaced=outpaced,
         throughput_rps=350.0,
         input_rate_rps=input_rps,
         lag_records=7_506.0,
+        batch_cycle_s=8.6,
     )
 
 
@@ -510,21 +511,39 @@ def test_a_layout_the_input_outgrew_scales_out_before_its_windows_refill():
     ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
     before = state_with(steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0))
     state, decision = ctl.decide(before, the_first_period_after_settling_at_2_channels(796.0), 39.6)
-    # 796 / (175 x 0.9) = 5.1 channels plus 7,506 records drained in 20 s at 175 each = 2.1 -> 8
+    # No capacity known: the period's 175 rec/s a channel. 796 / (175 x 0.9) = 5.1 channels plus
+    # all 7,506 records behind (an outpaced stage has none in flight) drained in 20 s = 2.1 -> 8
     # (the input rose out of its band in this period, so the drain is sized in full).
     assert decision.action == "scale_out" and decision.to_channels == 8, decision.reason
     assert "outgrown" in decision.reason and decision.signals["outgrown"] == 1.0
-    assert state.capacity_samples_rps == [175.0] and state.history[lvl(2)].congested
+    # One period of a fresh layout enters no level history, and the rescale is pending.
+    assert state.history == {} and state.pending is not None and state.decisions == 1
+
+
+def test_an_outgrown_layout_is_only_scaled_out_never_judged_by_p5():
+    # 4 channels just added, some still cold: 298 rec/s, less than 2 channels did congested. The
+    # ready path would take that for remote congestion (P5) and go back to 2.
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    state = state_with({2: (331.0, True)}, channel_capacity_rps=166.0, capacity_samples_rps=[166.0])
+    cold = make_evaluation(
+        4, ready_up=False, after_rescale=True, outpaced=True, throughput_rps=298.0, input_rate_rps=800.0
+    )
+    _, decision = ctl.decide(state, cold, 60.0)
+    # Sized by the known capacity, not the cold period: 800 / (166 x 0.9) = 5.4 -> 6.
+    assert decision.action == "scale_out" and decision.to_channels == 6, decision.reason
+    ready = dataclasses.replace(cold, ready_up=True, congestion=dataclasses.replace(cold.congestion, congested=True))
+    _, decision = ctl.decide(state, ready, 60.0)
+    assert decision.rule == "P5"  # what the early path must not do
 
 
 @pytest.mark.parametrize(
-    ("input_rps", "saturated", "after_rescale"),
-    [(380.0, True, True), (300.0, True, True), (796.0, False, True), (796.0, True, False)],
-    ids=["input-within-the-change-factor", "draining", "not-saturated", "first-layout-cold-start"],
+    ("input_rps", "outpaced", "after_rescale"),
+    [(796.0, False, True), (796.0, True, False)],
+    ids=["not-outpaced", "first-layout-cold-start"],
 )
-def test_a_refilling_layout_that_is_not_outgrown_waits_for_its_windows(input_rps, saturated, after_rescale):
+def test_a_refilling_layout_that_is_not_outgrown_waits_for_its_windows(input_rps, outpaced, after_rescale):
     ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
-    ev = the_first_period_after_settling_at_2_channels(input_rps, saturated=saturated, after_rescale=after_rescale)
+    ev = the_first_period_after_settling_at_2_channels(input_rps, outpaced=outpaced, after_rescale=after_rescale)
     _, decision = ctl.decide(state_with(), ev, 39.6)
     assert decision.action == "none" and decision.rule == "warmup", decision.reason
 

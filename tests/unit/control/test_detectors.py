@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from elasticity.control.detectors import (
     SignalWindows,
@@ -203,6 +204,21 @@ def test_the_first_period_after_a_rescales_settling_is_judged_for_saturation():
     first = evs[11]
     assert evs[10].settling and not first.settling and first.saturated and first.after_rescale
     assert SignalWindows.from_dict(windows.to_dict(), OPTIONS).last_lag_records == 12_000.0
+
+
+@pytest.mark.parametrize(("input_rps", "outpaced"), [(795.0, True), (340.0, False)])
+def test_a_period_behind_that_takes_in_more_than_it_processes_is_outpaced_whatever_the_busy_share(input_rps, outpaced):
+    # The slow machine's 2 channels after 1 -> 2: 327 rec/s processed with a backlog throughout,
+    # the tasks busy 60 % of the time (the driver's share of 8 s batches is the rest): not
+    # saturated by the busy share. Taking in 795 rec/s, it is outpaced; at 340 (within the change
+    # factor) it may be keeping up.
+    windows, _ = run([make_snapshot(t, [2.0], [40.0], input_rate_rps=40.0, lag=150.0) for t in range(4)])
+    for t, lag in [(4, 6_204.0), (9, 7_429.0)]:  # the settling period (masked), then the first judged one
+        snapshot = make_snapshot(
+            t, [10.0, 10.0], [163.5, 163.5], input_rate_rps=input_rps, lag=lag, layout_epoch=1, busy_share=[0.6, 0.6]
+        )
+        windows, ev = evaluate(windows, snapshot, OPTIONS)
+    assert not ev.settling and ev.after_rescale and not ev.saturated and ev.outpaced == outpaced
 
 
 def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
