@@ -356,6 +356,23 @@ def _recent_max_input(windows: SignalWindows, seen: int, periods: int | None) ->
     return float(windows.input_rate[-max(1, min(seen, size)) :].max())
 
 
+def _backlog_throughout(
+    snapshot: MetricsSnapshot, start: tuple[float, float], options: CongestionOptions, busy_share: float | None
+) -> bool:
+    """`saturated_period` over the period from `start` (time, lag of the previous snapshot) to
+    the snapshot; a busy share of None is not judged."""
+    start_time_s, start_lag = start
+    return saturated_period(
+        start_lag,
+        snapshot.total_lag_records,
+        snapshot.total_throughput_rps,
+        snapshot.time_s - start_time_s,
+        options.saturation_backlog_periods,
+        busy_share,
+        options.saturation_busy_share,
+    )
+
+
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -381,35 +398,15 @@ def evaluate(
     if not masked:
         windows = windows.push(snapshot, options.underload)
     seen = windows.periods_seen
-    saturated = (
-        not masked
-        and previous_time_s is not None
-        and previous_lag is not None
-        and saturated_period(
-            previous_lag,
-            float(windows.lag[-1]),
-            snapshot.total_throughput_rps,
-            snapshot.time_s - previous_time_s,
-            options.congestion.saturation_backlog_periods,
-            None if snapshot.busy_share is None else float(np.mean(snapshot.busy_share)),
-            options.congestion.saturation_busy_share,
-        )
-    )
-
+    start = None if masked or previous_time_s is None or previous_lag is None else (previous_time_s, previous_lag)
+    busy = None if snapshot.busy_share is None else float(np.mean(snapshot.busy_share))
+    saturated = start is not None and _backlog_throughout(snapshot, start, options.congestion, busy)
     # Behind whatever the busy share (a micro-batch stream's channels idle between its batches even
     # when it is far behind), and taking in more than the change factor beyond what it processed.
     outpaced = (
-        not masked
-        and previous_time_s is not None
-        and previous_lag is not None
+        start is not None
         and snapshot.input_rate_rps > snapshot.total_throughput_rps * (1 + options.controller.throughput_change_factor)
-        and saturated_period(
-            previous_lag,
-            float(windows.lag[-1]),
-            snapshot.total_throughput_rps,
-            snapshot.time_s - previous_time_s,
-            options.congestion.saturation_backlog_periods,
-        )
+        and _backlog_throughout(snapshot, start, options.congestion, None)
     )
 
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
