@@ -7,9 +7,9 @@ period. The order of reasoning follows Gedik's flowchart:
 
 1. in flight / cooldown / settling / warm-up: no decision while the last rescale is not yet
    visible in the snapshots, cools down, pauses or settles (those periods are no evidence, see
-   `SignalWindows.settle`), or while the windows refill, unless a saturated period after the
-   settling shows the rescale's layout outgrown (`ScalingController._outgrown`): then P1/P6 at
-   once, and nothing else;
+   `SignalWindows.settle`), or while the windows refill, unless a period after the settling
+   shows the rescale's layout outgrown (behind throughout while the input exceeded the throughput:
+   `ScalingController._outgrown`): then P1/P6 at once, and nothing else;
 2. detect a workload change from congestion flips and throughput changes between the last and
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
    history below), or from an input rate well below the one under which a lower level was
@@ -424,7 +424,7 @@ class ScalingController:
             f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s "
             f"and processed {ev.total_throughput_rps:,.0f}"
         )
-        if level >= self.levels.top or capacity <= 0:
+        if level >= self.levels.top:
             return state, self._none(now_s, channels, "bounds", f"{outgrown}, but at the maximum", signals)
         rising = state.steady_input is not None and state.steady_input.rising_at(now_s)
         target = min(max(level + 1, self._scale_out_level(ev, capacity, rising)), self.levels.top)
