@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -18,15 +19,28 @@ import psutil
 
 from orchestration.stack.log_files import rotate
 
+# How long an empty command line is read again: the kernel closes the exec pipe `Popen` waits on
+# before it sets the new program's arguments, so a process just spawned shows none for a moment.
+EXEC_SETTLE_S = 2.0
+
 
 def pid_from_file(pid_file: Path, is_ours: Callable[[list[str]], bool]) -> int | None:
     """The pid in `pid_file` if it names a live process whose command line `is_ours` accepts."""
     try:
         pid = int(pid_file.read_text().strip())
-        cmdline = psutil.Process(pid).cmdline()
+        cmdline = _settled_cmdline(psutil.Process(pid))
     except (FileNotFoundError, ValueError, psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
     return pid if is_ours(cmdline) else None
+
+
+def _settled_cmdline(process: psutil.Process) -> list[str]:
+    """The command line of `process`, read again while it is empty (an exec in progress), up to
+    `EXEC_SETTLE_S`."""
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while not (cmdline := process.cmdline()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return cmdline
 
 
 def spawn_detached(

@@ -52,6 +52,20 @@ def test_a_pid_file_counts_only_for_a_live_process_whose_command_line_is_ours(tm
         process.kill()
         process.wait()
     assert pid_from_file(pid_file, lambda cmdline: True) is None  # dead
+
+
+def test_a_process_caught_mid_exec_is_read_again_until_its_command_line_is_set(tmp_path, monkeypatch):
+    # Right after `Popen` returns, /proc/<pid>/cmdline can still be empty (the exec pipe closes
+    # before the kernel sets the new arguments); CI saw the pid file of a fresh start read as not ours.
+    log, pid_file = tmp_path / "console.log", tmp_path / "d.pid"
+    process = spawn_detached([sys.executable, "-c", SLEEPER, "marker-43"], log, pid_file)
+    real_cmdline, reads = psutil.Process.cmdline, iter(range(10**6))
+    monkeypatch.setattr(psutil.Process, "cmdline", lambda self: [] if next(reads) < 3 else real_cmdline(self))
+    try:
+        assert pid_from_file(pid_file, lambda cmdline: "marker-43" in cmdline) == process.pid
+    finally:
+        process.kill()
+        process.wait()
     pid_file.write_text("not a pid")
     assert pid_from_file(pid_file, lambda cmdline: True) is None
     assert pid_from_file(tmp_path / "missing.pid", lambda cmdline: True) is None
