@@ -236,17 +236,18 @@ RATIO_MEMORY_PERIODS = 4.0
 def _offsets(reading: StreamReading, previous: OffsetSample | None, processed_rps: float) -> tuple[OffsetSample, float]:
     """This tick's offset sample and the input rate in stage records/s.
 
-    Records per offset (e.g. words per line) is processed records over consumed offsets, pooled
-    with the earlier periods' (up to RATIO_MEMORY_PERIODS of them): within one period the two do
-    not match, since a batch's offsets are consumed when it starts and its records counted when it
-    ends, so a long batch across a tick would make one period read half (or twice) the ratio."""
+    Records per offset (e.g. words per line) is processed records over Kafka records, pooled with
+    the earlier periods' (up to RATIO_MEMORY_PERIODS of them). Both come from the batches that ended
+    in the period and report what they admitted (`_records_and_offsets`): the offsets consumed by the
+    committed batches and the records of the reported ones do not match within a period (a batch's
+    metrics are published before its commit), and with batches of unequal size, as while a backlog
+    drains, one batch more on one side read up to 1.6 times the ratio."""
     ratio = previous.records_per_offset if previous else 1.0
     weight = previous.ratio_offsets if previous else 0.0
     rate_offsets = None
     if previous is not None and reading.now_s > previous.time_s:
         dt = reading.now_s - previous.time_s
-        consumed = sum(o - previous.consumed.get(p, o) for p, o in reading.consumed_offsets.items())
-        processed = sum(m.input_records for m in reading.metrics if previous.time_s < m.wall_time <= reading.now_s)
+        processed, consumed = _records_and_offsets(reading, previous)
         if consumed > 0 and processed > 0:
             kept = min(weight, RATIO_MEMORY_PERIODS * consumed)
             ratio = (ratio * kept + processed) / (kept + consumed)
@@ -256,6 +257,18 @@ def _offsets(reading: StreamReading, previous: OffsetSample | None, processed_rp
     sample = OffsetSample(reading.now_s, dict(reading.end_offsets), dict(reading.consumed_offsets), ratio, weight)
     # First tick: no earlier offsets, the processed rate is the best estimate of the input.
     return sample, (rate_offsets * ratio if rate_offsets is not None else processed_rps)
+
+
+def _records_and_offsets(reading: StreamReading, previous: OffsetSample) -> tuple[int, int]:
+    """(stage records, Kafka records) of the period: of the batches that ended in it and report
+    the Kafka records they admitted; else (a stream that does not report them) its batches'
+    records and the committed offsets' advance."""
+    ended = [m for m in reading.metrics if previous.time_s < m.wall_time <= reading.now_s]
+    measured = [m for m in ended if m.admitted_records is not None]
+    if measured:
+        return sum(m.input_records for m in measured), sum(m.admitted_records or 0 for m in measured)
+    consumed = sum(o - previous.consumed.get(p, o) for p, o in reading.consumed_offsets.items())
+    return sum(m.input_records for m in ended), consumed
 
 
 def collect(reading: StreamReading, previous: OffsetSample | None, policy: ElasticityPolicy) -> Collected:

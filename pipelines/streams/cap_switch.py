@@ -48,9 +48,11 @@ class CapSwitch:
         """Decide the next batch's cap; a changed cap refuses later batches until the query is swapped."""
         metrics.query_restart_ms, self.restart_ms = self.restart_ms, None
         disturbed, self.new_query = self.new_query, False
+        # Measured whatever the cap: the elasticity collector reads records per Kafka record from
+        # each batch's own pair (records, admitted), which no tick's timing can skew.
+        metrics.admitted_records = admitted_records(self.checkpoint, metrics.batch_id, self.input_topic)
         if not self.adjustable:
             return
-        metrics.admitted_records = admitted_records(self.checkpoint, metrics.batch_id, self.input_topic)
         if self.gate is not None:
             self._admission_decision(metrics, disturbed)
         if self.wanted_cap(metrics.channels) != self.query_cap:

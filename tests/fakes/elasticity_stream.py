@@ -25,12 +25,15 @@ class FakeStream:
         now_s: float = 1_000_000.0,
         probe_period_s: float = 1.0,
         records_per_offset: float = 1.0,
+        reports_admitted: bool = True,
     ) -> None:
         self.channels = tuple(sorted(channels))
         self.epoch = 0
         self.now_s = now_s
         self.probe_period_s = probe_period_s
         self.records_per_offset = records_per_offset
+        self.reports_admitted = reports_admitted
+        """Whether each batch reports the Kafka records it admitted (as a stream of this version does)."""
         self.metrics: list[BatchMetrics] = []
         self.end = dict.fromkeys(range(partitions), 0)
         self.consumed = dict.fromkeys(range(partitions), 0)
@@ -78,6 +81,7 @@ class FakeStream:
                         top_key_records=round(records * top_key_share),
                     )
                 )
+            records = sum(c.records for c in per_channel)
             self.metrics.append(
                 BatchMetrics(
                     stream="fake",
@@ -85,9 +89,10 @@ class FakeStream:
                     epoch=self.epoch,
                     channels=len(self.channels),
                     wall_time=self.now_s,
-                    input_records=sum(c.records for c in per_channel),
+                    input_records=records,
                     batch_ms=batch_s * 1000.0,
                     per_channel=per_channel,
+                    admitted_records=round(records / self.records_per_offset) if self.reports_admitted else None,
                 )
             )
             self.batch_id += 1

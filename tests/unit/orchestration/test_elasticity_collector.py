@@ -111,8 +111,9 @@ def test_decisions_name_layout_channel_ids_not_snapshot_indices():
 def test_one_period_whose_batch_ends_after_the_tick_does_not_halve_the_input_rate():
     """A long batch consumed its offsets before the tick but reports its records after it: that
     period alone reads half the records per offset. Pooled with the earlier periods' evidence,
-    the input rate stays near the truth (one period's ratio would report about half of it)."""
-    stream = FakeStream(channels=(0, 1), records_per_offset=3.0).run(10, 600, 0.5)
+    the input rate stays near the truth (one period's ratio would report about half of it). A
+    stream whose batches do not report what they admitted (before this version)."""
+    stream = FakeStream(channels=(0, 1), records_per_offset=3.0, reports_admitted=False).run(10, 600, 0.5)
     tick = collect(stream.read(), None, POLICY)
     for _ in range(3):
         stream.run(10, 600, 0.5)
@@ -122,6 +123,20 @@ def test_one_period_whose_batch_ends_after_the_tick_does_not_halve_the_input_rat
     late = reading.metrics[-1].wall_time - 5.0  # the last 5 s of batches have not reported yet
     reading = replace(reading, metrics=[m for m in reading.metrics if m.wall_time <= late])
     assert collect(reading, tick.offsets, POLICY).snapshot.input_rate_rps == pytest.approx(600, rel=0.2)
+
+
+def test_a_batch_reported_before_its_commit_does_not_skew_the_records_per_offset():
+    """A batch's metrics are published before its commit: the tick can count a big batch's records
+    while the committed offsets still end before it (as when a backlog's batches change size).
+    Matched batch by batch with what each admitted, the ratio stays the truth; the offsets'
+    advance would read three times it here."""
+    stream = FakeStream(channels=(0, 1), records_per_offset=3.0).run(10, 600, 0.5)
+    tick = collect(stream.read(), None, POLICY)
+    stream.run(10, 600, 0.5)
+    committed_before = dict(stream.consumed)
+    stream.run(2, 6000, 0.5)  # one batch of 12,000 records, not yet committed
+    reading = replace(stream.read(), consumed_offsets=committed_before)
+    assert collect(reading, tick.offsets, POLICY).offsets.records_per_offset == pytest.approx(3.0, rel=0.01)
 
 
 def test_recent_arrivals_give_the_last_seconds_rate_in_stage_records():

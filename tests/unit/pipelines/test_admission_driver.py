@@ -3,7 +3,6 @@ but unstarted batch forgotten (and only that), the controller's state kept acros
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,25 +10,13 @@ import pytest
 from elasticity.admission import AdmissionOptions, BatchOutcome
 from pipelines.streams.admission import AdmissionGate, admitted_records, batch_outcome, forget_unstarted_batch
 from pipelines.streams.metrics import BatchMetrics
+from tests.fakes.spark_checkpoint import write_checkpoint
 
 TOPIC = "words"
 
 
 def _checkpoint(tmp_path: Path, planned: list[dict[int, int]], committed: int) -> str:
-    """A checkpoint folder as Spark writes it: offsets/<id> (and its .crc), commits/<id>."""
-    root = tmp_path / "checkpoint"
-    (root / "offsets").mkdir(parents=True)
-    (root / "commits").mkdir()
-    for batch_id, ends in enumerate(planned):
-        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": {}}
-        lines = ["v1", json.dumps(meta), json.dumps({TOPIC: {str(p): o for p, o in ends.items()}})]
-        (root / "offsets" / str(batch_id)).write_text("\n".join(lines))
-        (root / "offsets" / f".{batch_id}.crc").write_bytes(b"crc")
-    (root / "sources" / "0").mkdir(parents=True)
-    (root / "sources" / "0" / "0").write_bytes(b"\x00v1\n" + json.dumps({TOPIC: {"0": 0, "1": 0}}).encode())
-    for batch_id in range(committed + 1):
-        (root / "commits" / str(batch_id)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-    return str(root)
+    return write_checkpoint(tmp_path / "checkpoint", TOPIC, planned, committed)
 
 
 def test_admitted_records_are_the_planned_offsets_minus_the_previous_batchs(tmp_path):

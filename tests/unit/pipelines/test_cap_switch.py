@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipelines.streams.cap_switch import CapSwitch
 from pipelines.streams.metrics import BatchMetrics
+from tests.fakes.spark_checkpoint import write_checkpoint
 
 
 def _metrics(batch_id: int, channels: int) -> BatchMetrics:
@@ -42,3 +43,13 @@ def test_a_swapped_query_reports_its_pause_on_the_next_batch(tmp_path):
     switch.after_batch(metrics)
     assert metrics.query_restart_ms == 120.0
     assert switch.restart_ms is None and not switch.new_query
+
+
+def test_every_batch_reports_the_kafka_records_it_admitted_even_without_a_cap(tmp_path):
+    # The elasticity collector's records per Kafka record comes from these, batch by batch.
+    checkpoint = write_checkpoint(tmp_path / "checkpoint", "words", [{0: 10, 1: 5}, {0: 110, 1: 55}], committed=1)
+    switch = CapSwitch(None, checkpoint, "words", lambda n: None, adjustable=False)
+    metrics = _metrics(1, 2)
+    switch.after_batch(metrics)
+    assert metrics.admitted_records == 150
+    assert not switch.refusing.is_set()
