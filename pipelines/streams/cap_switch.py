@@ -24,8 +24,9 @@ class CapSwitch:
     checkpoint: str
     input_topic: str
     wanted_cap: Callable[[int], int | None]
-    """The cap the next batch should run under on this many channels (None: none), read after the
-    gate's decision."""
+    """The cap the next batch should run under after a batch on this many channels (None: none),
+    read after the gate's decision; the stream's counts a waiting rescale request, which the next
+    batch applies (`StreamRunner._next_batch_cap`)."""
     adjustable: bool = False
     """Whether the cap can change at all (admission control or a per-channel cap): if not, batches
     are neither measured nor refused here."""

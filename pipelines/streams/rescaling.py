@@ -24,6 +24,21 @@ from pipelines.streams.snapshots import ChannelSnapshots
 log = logging.getLogger(__name__)
 
 
+def channels_asked(control: ControlChannel, current: Layout) -> int | None:
+    """The channels of the layout the waiting request asks for on `current`; None when no request
+    waits or the boundary will refuse it (planned on another epoch, or a target that makes no sense).
+
+    Read (not taken) before the next batch is planned: that batch applies the request, so its
+    records cap is the new layout's, not the one the old layout leaves (`pipelines.streams.cap_switch`)."""
+    request = control.take_request()
+    if request is None or (request.base_epoch is not None and request.base_epoch != current.epoch):
+        return None
+    try:
+        return next_layout_of(request, current).n_channels
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class BatchBoundaryRescale:
     """The stream's rescale step. The migrator and snapshots are asked for at each use, not kept:

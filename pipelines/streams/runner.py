@@ -50,7 +50,7 @@ from pipelines.streams.files import CheckpointMismatch, StreamFiles, checkpoint_
 from pipelines.streams.jobs import BatchPlan, JobLogic, StageRun, job_logic
 from pipelines.streams.metrics import BatchMetrics
 from pipelines.streams.reporting import BatchContext, batch_metrics
-from pipelines.streams.rescaling import BatchBoundaryRescale
+from pipelines.streams.rescaling import BatchBoundaryRescale, channels_asked
 from pipelines.streams.sinks import BatchSinks
 from pipelines.streams.snapshots import ChannelSnapshots
 from pipelines.streams.spec import StreamSpec
@@ -117,7 +117,7 @@ class ElasticStream:
             self.admission,
             self.spec.checkpoint,
             self.spec.input_topic,
-            self._records_per_batch,
+            self._next_batch_cap,
             adjustable=self.admission is not None or self.spec.max_records_per_channel is not None,
         )
         self.sinks = BatchSinks(self.spec, self.logic)
@@ -209,7 +209,7 @@ class ElasticStream:
         return self.query
 
     def _start_query(self) -> StreamingQuery:
-        self.caps.query_cap = self._records_per_batch()
+        self.caps.query_cap = self._next_batch_cap(self.registry.committed().n_channels)
         source = kafka_io.read_stream(self.spark, self.spec.kafka, self.spec.input_topic, self.caps.query_cap)
         return (
             source.writeStream.queryName(self.spec.name)
@@ -219,19 +219,24 @@ class ElasticStream:
             .start()
         )
 
-    def _records_per_batch(self, channels: int | None = None) -> int | None:
+    def _records_per_batch(self, channels: int) -> int | None:
         """The tightest of the configured cap, the per-channel cap for `channels` of the first stage
-        (None: its committed layout's) and admission control's (None: no cap)."""
+        and admission control's (None: no cap)."""
         per_channel = self.spec.max_records_per_channel
-        if per_channel is not None and channels is None:
-            channels = self.registry.committed().n_channels
         caps = [
             self.spec.max_offsets_per_trigger,
-            per_channel * channels if per_channel is not None and channels is not None else None,
+            per_channel * channels if per_channel is not None else None,
             self.admission.cap_records if self.admission else None,
         ]
         present = [cap for cap in caps if cap is not None]
         return min(present) if present else None
+
+    def _next_batch_cap(self, channels: int) -> int | None:
+        """The cap the next batch should be planned under, after a batch on `channels` channels: that
+        of the layout a waiting rescale request asks for (the next batch applies it: a scale-out's
+        first batch would otherwise admit only the old channels' records), else of `channels`."""
+        asked = channels_asked(self.first.control, self.registry.committed())
+        return self._records_per_batch(channels if asked is None else asked)
 
     def stop(self, timeout_s: float = 120.0) -> None:
         """Stop at a batch boundary: let a running batch finish, refuse to begin the next one."""
@@ -282,7 +287,7 @@ class ElasticStream:
             replanned = "no batch planned under the old cap" if forgotten is None else f"batch {forgotten} replanned"
             log.warning(
                 "records cap: query restarted with %s records per batch in %.0f ms (%s)",
-                self._records_per_batch(),
+                self.caps.query_cap,
                 self.caps.restart_ms,
                 replanned,
             )

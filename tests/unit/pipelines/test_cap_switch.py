@@ -1,10 +1,14 @@
 """The records cap at a batch boundary (`CapSwitch`): without admission control, a per-channel cap
-that a rescale changed swaps the query, and an unchanged one never does."""
+that a rescale changed swaps the query, and an unchanged one never does; a waiting rescale request
+sets the cap of the batch that applies it (`channels_asked`)."""
 
 from __future__ import annotations
 
+from elasticity.layout import Layout
 from pipelines.streams.cap_switch import CapSwitch
+from pipelines.streams.control import ControlChannel, RescaleRequest, RescaleTarget
 from pipelines.streams.metrics import BatchMetrics
+from pipelines.streams.rescaling import channels_asked
 from tests.fakes.spark_checkpoint import write_checkpoint
 
 
@@ -53,3 +57,22 @@ def test_every_batch_reports_the_kafka_records_it_admitted_even_without_a_cap(tm
     switch.after_batch(metrics)
     assert metrics.admitted_records == 150
     assert not switch.refusing.is_set()
+
+
+def test_the_batch_after_a_rescale_request_is_capped_for_the_layout_it_asks_for(tmp_path):
+    # The next batch applies the waiting request: a 1 -> 3 scale-out's first batch gets three
+    # channels' cap, not the one channel's the old layout leaves.
+    control, current = ControlChannel(str(tmp_path / "control")), Layout.uniform(1, epoch=4)
+    assert channels_asked(control, current) is None  # nothing waits
+    control.request(RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=4))
+    assert channels_asked(control, current) == 3
+    assert channels_asked(control, current) == 3, "read, not taken: the boundary still applies it"
+
+
+def test_a_request_the_boundary_will_refuse_leaves_the_cap_as_it_is(tmp_path):
+    control, current = ControlChannel(str(tmp_path / "control")), Layout.uniform(2, epoch=4)
+    control.request(RescaleRequest(target=RescaleTarget(op="scale_to", channels=3), base_epoch=3))
+    assert channels_asked(control, current) is None  # stale: planned on epoch 3
+    stale = ControlChannel(str(tmp_path / "other"))
+    stale.request(RescaleRequest(target=RescaleTarget(op="scale_to", channels=2)))
+    assert channels_asked(stale, current) is None  # already 2 channels: no layout to go to
