@@ -238,10 +238,10 @@ def _offsets(reading: StreamReading, previous: OffsetSample | None, processed_rp
 
     Records per offset (e.g. words per line) is processed records over Kafka records, pooled with
     the earlier periods' (up to RATIO_MEMORY_PERIODS of them). Both come from the batches that ended
-    in the period and report what they admitted (`_records_and_offsets`): the offsets consumed by the
-    committed batches and the records of the reported ones do not match within a period (a batch's
-    metrics are published before its commit), and with batches of unequal size, as while a backlog
-    drains, one batch more on one side read up to 1.6 times the ratio."""
+    in the period and report what they admitted (`_records_and_offsets`), so they always describe
+    the same batches: the committed offsets' advance and the reported batches' records need not (a
+    batch's metrics are published before its commit), and a live tick once read 1.55 times the ratio
+    that way where every batch's own pair was 0.99."""
     ratio = previous.records_per_offset if previous else 1.0
     weight = previous.ratio_offsets if previous else 0.0
     rate_offsets = None

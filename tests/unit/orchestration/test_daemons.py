@@ -52,6 +52,9 @@ def test_a_pid_file_counts_only_for_a_live_process_whose_command_line_is_ours(tm
         process.kill()
         process.wait()
     assert pid_from_file(pid_file, lambda cmdline: True) is None  # dead
+    pid_file.write_text("not a pid")
+    assert pid_from_file(pid_file, lambda cmdline: True) is None
+    assert pid_from_file(tmp_path / "missing.pid", lambda cmdline: True) is None
 
 
 def test_a_process_caught_mid_exec_is_read_again_until_its_command_line_is_set(tmp_path, monkeypatch):
@@ -66,9 +69,6 @@ def test_a_process_caught_mid_exec_is_read_again_until_its_command_line_is_set(t
     finally:
         process.kill()
         process.wait()
-    pid_file.write_text("not a pid")
-    assert pid_from_file(pid_file, lambda cmdline: True) is None
-    assert pid_from_file(tmp_path / "missing.pid", lambda cmdline: True) is None
 
 
 def test_a_stop_kills_a_process_that_ignores_sigterm_and_what_it_started(tmp_path):
