@@ -311,8 +311,8 @@ class SparkSettings(_Strict):
     )
     preload_worker_imports: bool = Field(
         True,
-        description="Python workers fork from a daemon that imported pandas and pyarrow once "
-        "(pipelines.worker_daemon): a fresh worker starts in ms, not ~0.9 s.",
+        description="Python workers fork from a daemon that imported pandas, pyarrow and the elastic stage once "
+        "(pipelines.worker_daemon): a fresh worker starts in ms, not ~1-2 s.",
     )
     dataframe_call_sites: bool = Field(
         False,

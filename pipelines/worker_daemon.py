@@ -2,9 +2,10 @@
 
 Spark starts one daemon per executor (`pyspark.daemon`) and forks a Python worker from it for
 each task slot. pyspark imports pandas in no worker until the first Arrow conversion asks for it
-(pyarrow imports it lazily): every fresh worker then pays ~0.9 s on the reference machine — on
-its first batch after a crash, after a rescale, and whenever Spark replaces a worker. That is
-most of a channel's recovery (BENCHMARKS.md §8) and of a cold channel's first batch.
+(pyarrow imports it lazily), and the elastic stage's code when the worker unpickles its first
+task: every fresh worker then pays ~0.9 s and ~1.3 s on a slow machine — on its first batch after
+a crash, after a rescale, and whenever Spark replaces a worker. That is most of a channel's
+recovery (BENCHMARKS.md §8) and of a cold channel's first batch.
 
 `spark.python.daemon.module` = this module (`SparkSettings.preload_worker_imports`) makes the
 daemon import them once, so every forked worker inherits them. Spark's own daemon does not,
@@ -39,6 +40,11 @@ def preload() -> None:
     import pyarrow as pa
 
     pa.array([0]).to_numpy()
+    # The elastic stage's own code (its store, operators, routing): a worker would import it when
+    # it unpickles its first task, ~1.3 s on a slow 2-core machine, paid by every worker a
+    # scale-out adds in the first batch of the new layout. It starts no threads.
+    import pipelines.operator_stage  # noqa: F401
+
     if threading.active_count() != 1 or native_threads() != 1:
         raise RuntimeError(f"the worker daemon has {native_threads()} threads after its imports: forking it is unsafe")
 

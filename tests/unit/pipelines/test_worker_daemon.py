@@ -1,5 +1,5 @@
-"""Spark's Python workers fork from a daemon that imported pandas and pyarrow once, with their
-threads off (so the fork is safe): a fresh worker pays no import."""
+"""Spark's Python workers fork from a daemon that imported pandas, pyarrow and the elastic stage's
+code once, with their threads off (so the fork is safe): a fresh worker pays no import."""
 
 from __future__ import annotations
 
@@ -14,14 +14,20 @@ from pipelines.spark_session import spark_conf, warm_python_workers
 
 
 def test_the_daemon_preloads_and_stays_single_threaded() -> None:
-    probe = "import sys, pipelines.worker_daemon as d; d.preload(); print(d.native_threads(), 'pandas' in sys.modules)"
+    probe = (
+        "import sys, pipelines.worker_daemon as d; d.preload(); "
+        "print(d.native_threads(), 'pandas' in sys.modules, 'pipelines.operator_stage' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
-    assert out == ["1", "True"]
+    assert out == ["1", "True", "True"]
 
 
 def test_the_session_names_the_daemon_unless_turned_off() -> None:
     assert spark_conf(SparkSettings(), [])["spark.python.daemon.module"] == "pipelines.worker_daemon"
     assert "spark.python.daemon.module" not in spark_conf(SparkSettings(preload_worker_imports=False), [])
+
+
+PRELOADED = {"pandas": "pandas", "stage": "pipelines.operator_stage"}
 
 
 def _who_forked_me(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -32,10 +38,12 @@ def _who_forked_me(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         pass
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
         parent = f.read().replace(b"\0", b" ").decode()
-    yield pa.RecordBatch.from_pydict({"parent": pa.array([parent]), "pandas": pa.array(["pandas" in sys.modules])})
+    loaded = {name: pa.array([module in sys.modules]) for name, module in PRELOADED.items()}
+    yield pa.RecordBatch.from_pydict({"parent": pa.array([parent]), **loaded})
 
 
 def test_workers_fork_from_the_preloading_daemon(spark) -> None:
     assert warm_python_workers(spark, 2) is not None
-    rows = spark.range(2, numPartitions=2).mapInArrow(_who_forked_me, "parent string, pandas boolean").collect()
-    assert rows and all("pipelines.worker_daemon" in r.parent and r.pandas for r in rows), rows
+    schema = "parent string, pandas boolean, stage boolean"
+    rows = spark.range(2, numPartitions=2).mapInArrow(_who_forked_me, schema).collect()
+    assert rows and all("pipelines.worker_daemon" in r.parent and r.pandas and r.stage for r in rows), rows
