@@ -94,6 +94,10 @@ class RescaleRequest(BaseModel):
     reason: str = Field("", description="Why (the controller's sentence, or 'manual').")
     requested_at: float = Field(default_factory=time.time, description="Unix time of the request.")
 
+    def stale_at(self, epoch: int) -> bool:
+        """Planned on another committed epoch than `epoch`: the stream refuses it."""
+        return self.base_epoch is not None and self.base_epoch != epoch
+
 
 class RescaleResult(BaseModel):
     """The one answer to a `RescaleRequest`."""

@@ -31,7 +31,7 @@ def channels_asked(control: ControlChannel, current: Layout) -> int | None:
     Read (not taken) before the next batch is planned: that batch applies the request, so its
     records cap is the new layout's, not the one the old layout leaves (`pipelines.streams.cap_switch`)."""
     request = control.take_request()
-    if request is None or (request.base_epoch is not None and request.base_epoch != current.epoch):
+    if request is None or request.stale_at(current.epoch):
         return None
     try:
         return next_layout_of(request, current).n_channels
@@ -74,7 +74,7 @@ class BatchBoundaryRescale:
         if recorded is not None:
             # Taken before a crash that came after its migration ended: answer, never apply twice.
             return self._answer_recorded(request, recorded)
-        if request.base_epoch is not None and request.base_epoch != current.epoch:
+        if request.stale_at(current.epoch):
             return self._refuse(
                 request,
                 f"stale request: planned on layout epoch {request.base_epoch}, the stream is at {current.epoch}",
