@@ -483,7 +483,7 @@ def test_p6_within_the_band_still_carries_the_input_at_the_scale_out_utilization
 
 
 def the_first_period_after_settling_at_2_channels(
-    input_rps: float, *, outpaced: bool = True, after_rescale: bool = True
+    input_rps: float, *, outpaced: bool = True, after_rescale: bool = True, throughput_rps: float = 350.0
 ) -> object:
     """The slow machine's esault run at 39.6 s: 2 channels, the first period after the 1 -> 2
     rescale's settling, its windows not refilled; 350 rec/s processed with 7,506 records behind."""
@@ -494,7 +494,7 @@ def the_first_period_after_settling_at_2_channels(
         ready_down=False,
         after_rescale=after_rescale,
         outpaced=outpaced,
-        throughput_rps=350.0,
+        throughput_rps=throughput_rps,
         input_rate_rps=input_rps,
         lag_records=7_506.0,
         batch_cycle_s=8.6,
@@ -518,6 +518,25 @@ def test_a_layout_the_input_outgrew_scales_out_before_its_windows_refill():
     assert "outgrown" in decision.reason and decision.signals["outgrown"] == 1.0
     # One period of a fresh layout enters no level history, and the rescale is pending.
     assert state.history == {} and state.pending is not None and state.decisions == 1
+
+
+@pytest.mark.parametrize(("delivered_rps", "to_channels"), [(345.0, 8), (600.0, 6)], ids=["below", "above"])
+def test_an_outgrown_layout_without_a_saturated_estimate_is_sized_by_what_its_channels_delivered(
+    delivered_rps, to_channels
+):
+    # The slow machine's esault run at 30ffa26, 40.7 s: by busy time a channel did 247 rec/s, but
+    # with a backlog throughout 2 channels delivered 345 (each batch's fixed part included).
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    before = state_with(
+        busy_rate_samples_rps=[247.0], steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0)
+    )
+    period = the_first_period_after_settling_at_2_channels(799.0, throughput_rps=delivered_rps)
+    _, decision = ctl.decide(before, period, 40.7)
+    # below: 799 / (172.5 x 0.9) = 5.1 plus 7,506 records in 20 s at 172.5 = 2.2 -> 8 (by the busy
+    # time's 247: 3.6 + 1.5 = 5.1 -> 6, which the run then took 40 s to outgrow again). above: the
+    # lower busy-time rate, 247, sizes it.
+    assert decision.to_channels == to_channels, decision.reason
+    assert f"at {min(247.0, delivered_rps / 2):,.0f} rec/s per channel" in decision.reason
 
 
 def test_an_outgrown_layout_is_only_scaled_out_never_judged_by_p5():
