@@ -254,7 +254,7 @@ def outgrown_capacity(state: ControllerState, ev: Evaluation) -> float:
     stand-in if that is lower.
 
     A busy-time rate counts only the seconds a channel works, but a micro-batch stream also pays
-    each batch's fixed part (planning, the shuffle, the sinks) while its channels wait: measured
+    each batch's work outside the channels' own time while its channels wait: measured
     on the slow machine's eSault run, 247 rec/s a channel by busy time, 172 delivered with a
     backlog (a busy share of 0.7), and 156 and 130 delivered later at 6 and 8 channels. Sized by
     the busy-time rate, 2 -> 6 left 6 channels draining 12,000 records at 140 rec/s for 40 s. A

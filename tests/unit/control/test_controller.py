@@ -539,6 +539,15 @@ def test_an_outgrown_layout_without_a_saturated_estimate_is_sized_by_what_its_ch
     assert f"at {min(247.0, delivered_rps / 2):,.0f} rec/s per channel" in decision.reason
 
 
+def test_an_outgrown_layout_that_processed_nothing_and_has_no_estimate_steps_one_level():
+    # Stalled (idle past the pause bound, so judged) before any capacity was read: no rate to size
+    # by, and dividing by it must not stop the sensor.
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    stalled = the_first_period_after_settling_at_2_channels(799.0, throughput_rps=0.0)
+    _, decision = ctl.decide(state_with(), stalled, 40.7)
+    assert decision.action == "scale_out" and decision.to_channels == 3, decision.reason
+
+
 def test_an_outgrown_layout_is_only_scaled_out_never_judged_by_p5():
     # 4 channels just added, some still cold: 298 rec/s, less than 2 channels did congested. The
     # ready path would take that for remote congestion (P5) and go back to 2.
