@@ -263,10 +263,8 @@ def outgrown_capacity(state: ControllerState, ev: Evaluation) -> float:
     if state.channel_capacity_rps is not None:
         return state.channel_capacity_rps
     delivered = ev.total_throughput_rps / max(1, ev.channels)
-    stand_in = scale_out_capacity(state)
-    if stand_in is None or delivered <= 0:
-        return stand_in or delivered
-    return min(stand_in, delivered)
+    known = [rate for rate in (scale_out_capacity(state), delivered) if rate]
+    return min(known, default=0.0)
 
 
 def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -> ControllerState:
