@@ -9,8 +9,10 @@ its keyed stage I/O-bound at `--service-ms` per record, Spark with one task slot
    decision out with the resizing asset's own online path (`realizer.rescale_online`: a request
    the stream applies at its next batch boundary);
 2. static phase, same stream: for rising channel counts, rescale to N and hold the peak rate
-   for `--static-seconds`; the best static count is the fewest channels that meet the SLO
-   target at the peak (the peak is what a static choice must survive);
+   as long as the played trace's longest hold at its peak (at least `--static-seconds`); the
+   best static count is the fewest channels that meet the SLO target at the peak (the peak, for
+   as long as the trace holds it, is what a static choice must survive: a count whose backlog
+   still grows at the peak can meet the SLO over a shorter segment and miss it in the trace);
 3. figures: per load change decisions to settle, overshoot, oscillations, SLO attainment
    (share of seconds whose p99 probe latency is within the SLO; probes still out count with
    their age, so a stalled stream is late, not silent), channel-seconds vs the best static
@@ -47,6 +49,7 @@ from orchestration.cli.common import ConfigOption, friendly_errors
 from pipelines.settings import KafkaConnection
 
 if TYPE_CHECKING:
+    from elasticity.control.traces import Trace
     from orchestration.elasticity.policy import ElasticityPolicy
 
 
@@ -207,8 +210,16 @@ def _static_candidates(options: BenchOptions) -> list[int]:
     return list(range(min(saturated, options.max_channels), options.max_channels + 1))
 
 
-def _static_segment(spec, options: BenchOptions, channels: int, bootstrap: KafkaConnection | str) -> dict[str, Any]:
-    """Rescale to `channels`, hold the peak, and measure SLO attainment after a settling third."""
+def static_segment_seconds(options: BenchOptions, played: Trace) -> float:
+    """How long a static segment holds the peak: the played trace's longest hold at its peak,
+    and at least `--static-seconds`."""
+    return max(options.static_seconds, played.longest_peak_hold_s)
+
+
+def _static_segment(
+    spec, options: BenchOptions, channels: int, seconds: int, bootstrap: KafkaConnection | str
+) -> dict[str, Any]:
+    """Rescale to `channels`, hold the peak `seconds`, and measure SLO attainment after a settling third."""
     from orchestration.elasticity.realizer import rescale_online
     from pipelines.streams.control import RescaleTarget
     from pipelines.streams.files import StreamFiles
@@ -218,13 +229,17 @@ def _static_segment(spec, options: BenchOptions, channels: int, bootstrap: Kafka
     if current is not None and current.n_channels != channels:
         rescale_online(spec, RescaleTarget(op="scale_to", channels=channels), "static reference", 600)
     started = time.time()
-    _load(_load_kwargs(spec, options, profile="constant", duration_s=options.static_seconds), bootstrap)
-    settle = int(options.static_seconds / 3)
-    seconds = int(options.static_seconds)
+    _load(_load_kwargs(spec, options, profile="constant", duration_s=seconds), bootstrap)
+    settle = int(seconds / 3)
     metrics = read_recent(bootstrap, spec.metrics_topic, limit=5000)
     _, p99 = per_second_series(metrics, started, seconds, channels)
     attainment = float(np.mean(p99[settle:] <= options.slo_s))
-    return {"channels": channels, "slo_attainment": attainment, "max_p99_s": float(p99[settle:].max())}
+    return {
+        "channels": channels,
+        "seconds": seconds,
+        "slo_attainment": attainment,
+        "max_p99_s": float(p99[settle:].max()),
+    }
 
 
 def _load_kwargs(spec, options: BenchOptions, **overrides: Any) -> dict[str, Any]:
@@ -268,7 +283,10 @@ def elasticity_command(
     ),
     initial_channels: int = typer.Option(1, "--initial-channels", min=1, help="Channels at start."),
     static_seconds: float = typer.Option(
-        45.0, "--static-seconds", min=10.0, help="Length of each static segment at the peak."
+        45.0,
+        "--static-seconds",
+        min=10.0,
+        help="Shortest static segment at the peak (a segment lasts as long as the trace's longest hold at its peak).",
     ),
     static_target: float = typer.Option(
         0.9, "--static-target", min=0.0, max=1.0, help="SLO attainment a static count must reach."
@@ -463,10 +481,11 @@ def run_benchmark(settings, options: BenchOptions, console: Console):
             driver.join(timeout=policy.rescale_timeout_s)
             metrics = read_recent(bootstrap, spec.metrics_topic, limit=20000)
             candidates = _static_candidates(options)
+            segment_s = math.ceil(static_segment_seconds(options, profile.trace))
             static_task = progress.add_task("static segments at the peak", total=len(candidates))
             statics = []
             for channels in candidates:
-                statics.append(_static_segment(spec, options, channels, bootstrap))
+                statics.append(_static_segment(spec, options, channels, segment_s, bootstrap))
                 progress.update(static_task, advance=1)
                 if statics[-1]["slo_attainment"] >= options.static_target:
                     break

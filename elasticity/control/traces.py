@@ -54,6 +54,11 @@ class Trace:
     def peak_rps(self) -> float:
         return float(self.rates_rps.max())
 
+    @property
+    def longest_peak_hold_s(self) -> float:
+        """The longest stretch spent at the peak rate: what a static channel count must survive."""
+        return max(end - start for start, end, rate in self.phases() if rate == self.peak_rps)
+
     def phases(self) -> list[tuple[float, float, float]]:
         """(start, end, rate) of every constant-rate segment."""
         ends = np.append(self.starts_s[1:], self.duration_s)

@@ -81,6 +81,15 @@ def test_traces():
         trace_by_name("nope", 1.0)
 
 
+def test_the_longest_peak_hold_is_what_a_static_count_must_survive():
+    # eSault holds its peak 80 s per cycle; a square load its high half; a sine peaks for one sample.
+    assert esault_trace(800.0).longest_peak_hold_s == 80.0
+    assert square_trace(160.0, 800.0, period_s=120.0, cycles=3).longest_peak_hold_s == 60.0
+    assert sine_trace(10.0, 5.0, period_s=100.0, cycles=1).longest_peak_hold_s == 1.0
+    # Two peaks: the longer one counts.
+    assert Trace.from_segments("t", [(5.0, 2.0), (1.0, 1.0), (9.0, 2.0)]).longest_peak_hold_s == 9.0
+
+
 def test_benchmark_figures_on_the_esault_trace():
     figures, run, static = run_elasticity_benchmark(esault_trace(40_000.0), MODEL, CONTROL, 3, slo_s=1.0)
     summary = figures["summary"]

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from benchmarks.elasticity_command import BenchOptions, _static_candidates, _with_repetitions, per_second_series
+from benchmarks.elasticity_command import (
+    BenchOptions,
+    _load_kwargs,
+    _static_candidates,
+    _with_repetitions,
+    per_second_series,
+    static_segment_seconds,
+)
+from pipelines.load import LoadSpec
+from pipelines.load.profiles import rate_profile
 from pipelines.streams.metrics import BatchMetrics, ChannelMetrics
 
 
@@ -45,6 +56,20 @@ def test_a_long_batch_shows_as_rising_latency_while_it_runs_not_only_at_its_end(
 def test_static_candidates_start_at_the_count_saturated_by_the_peak():
     options = BenchOptions("esault", 800, 1.25, 1, 4.0, 8.0, 5.0, 8, 1, 45, 0.9, 3000)
     assert _static_candidates(options) == [4, 5, 6, 7, 8]
+
+
+def test_a_static_segment_holds_the_peak_as_long_as_the_played_trace_does():
+    def segment_s(trace: str, static_seconds: float) -> float:
+        options = BenchOptions(trace, 800, 1.25, 1, 4.0, 15.0, 5.0, 8, 1, static_seconds, 0.9, 3000)
+        spec = SimpleNamespace(input_topic="t")
+        return static_segment_seconds(options, rate_profile(LoadSpec(**_load_kwargs(spec, options))).trace)
+
+    # eSault holds its peak 80 s, played 1.25x faster: 64 s, longer than the 45-s floor.
+    assert segment_s("esault", 45.0) == 64.0
+    assert segment_s("square", 45.0) == 48.0
+    # A sine peaks for a moment: the floor holds.
+    assert segment_s("sine", 45.0) == 45.0
+    assert segment_s("esault", 90.0) == 90.0
 
 
 def _summary(ratio: float, slo: float) -> dict:
