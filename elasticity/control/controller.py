@@ -309,10 +309,13 @@ class ScalingController:
         if not evaluation.settling:
             # Every undisturbed period counts, also while cooling down or refilling windows.
             state = update_capacity(state, evaluation, self.options.capacity_samples)
-        # A rescale's pause disturbs what the stage processed, not what came in: the input band
-        # moves in settling periods too, or a rise during the settling would look like a rise in
-        # the first period after it (and P6 would drain beyond the band for a rise long over).
-        state = state.model_copy(update={"steady_input": self._input_band(state, evaluation, now_s)})
+            rate = evaluation.input_rate_rps
+            steady_input = (
+                state.steady_input.after(rate, now_s, self.options.throughput_change_factor)
+                if state.steady_input is not None
+                else SteadyInput(since_s=now_s, low_rps=rate, high_rps=rate)
+            )
+            state = state.model_copy(update={"steady_input": steady_input})
         pending = state.pending
         if pending is not None:
             if (evaluation.layout_epoch, channels) != (pending.from_epoch, pending.from_channels):
@@ -398,13 +401,6 @@ class ScalingController:
         else:
             decision = self._when_not_congested(state, evaluation, level, now_s, signals)
         return self._realized(state, evaluation, decision), decision
-
-    def _input_band(self, state: ControllerState, ev: Evaluation, now_s: float) -> SteadyInput:
-        """The input band with this period's input rate in it."""
-        rate = ev.input_rate_rps
-        if state.steady_input is None:
-            return SteadyInput(since_s=now_s, low_rps=rate, high_rps=rate)
-        return state.steady_input.after(rate, now_s, self.options.throughput_change_factor)
 
     def _realized(self, state: ControllerState, ev: Evaluation, decision: Decision) -> ControllerState:
         """The state after a decision: a rescale is pending and cools down."""

@@ -39,14 +39,7 @@ from pipelines.streams.metrics import BatchMetrics
 
 
 class NotReady(Exception):
-    """There is nothing to decide on yet; the message says why (it becomes the SkipReason).
-
-    `offsets`: the tick's offset sample when the broker's offsets still measured the period (what
-    keeps the tick from deciding does not disturb the input), so the next period starts here."""
-
-    def __init__(self, reason: str, offsets: OffsetSample | None = None) -> None:
-        super().__init__(reason)
-        self.offsets = offsets
+    """There is nothing to decide on yet; the message says why (it becomes the SkipReason)."""
 
 
 @dataclass(frozen=True)
@@ -286,12 +279,9 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
     newest = metrics[-1]
     if reading.committed_epoch is not None and newest.epoch < reading.committed_epoch:
         # A rescale committed, but no batch of the new layout has finished yet: deciding on the
-        # old layout's metrics would rescale twice for one overload. The input went on meanwhile:
-        # the offsets move on, or the next period's input rate would average the wait in (a rise
-        # during it read as a rise in that period).
+        # old layout's metrics would rescale twice for one overload.
         raise NotReady(
-            f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})",
-            offsets=None if previous is None else _offsets(reading, previous, 0.0)[0],
+            f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})"
         )
     epoch_batches = [m for m in metrics if m.epoch == newest.epoch]
     channels = ChannelMap(tuple(sorted(c.channel for c in newest.per_channel)))

@@ -158,7 +158,7 @@ def _decide(cursor_text: str | None, reading: StreamReading, policy: ElasticityP
     try:
         decision = loop.tick()
     except NotReady as not_ready:
-        return TickOutcome(cursor=_cursor_not_ready(cursor, cursor_text, not_ready), skip_reason=str(not_ready))
+        return TickOutcome(cursor=cursor_text or "", skip_reason=str(not_ready))
     collected = collector.collected
     assert collected is not None
     new_cursor = SensorCursor(loop.state, collected.offsets).to_json()
@@ -169,14 +169,6 @@ def _decide(cursor_text: str | None, reading: StreamReading, policy: ElasticityP
     return TickOutcome(cursor=new_cursor, decision=cited, target=target, collected=collected)
 
 
-def _cursor_not_ready(cursor: SensorCursor, cursor_text: str | None, not_ready: NotReady) -> str:
-    """The cursor after a tick with nothing to decide on: the loop's state as it was, the offsets
-    moved on where the tick still read them."""
-    if not_ready.offsets is None:
-        return cursor_text or ""
-    return SensorCursor(cursor.loop, not_ready.offsets).to_json()
-
-
 def _held(
     cursor: SensorCursor, cursor_text: str | None, collector: ReadingCollector, policy: ElasticityPolicy
 ) -> TickOutcome:
@@ -185,7 +177,7 @@ def _held(
     try:
         collector.collect(collector.reading.now_s)
     except NotReady as not_ready:
-        return TickOutcome(cursor=_cursor_not_ready(cursor, cursor_text, not_ready), skip_reason=str(not_ready))
+        return TickOutcome(cursor=cursor_text or "", skip_reason=str(not_ready))
     collected = collector.collected
     assert collected is not None
     held = SensorCursor(cursor.loop, collected.offsets).to_json()
