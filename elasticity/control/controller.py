@@ -26,7 +26,8 @@ period. The order of reasoning follows Gedik's flowchart:
    unless the input rose out of its steady band in this very period);
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
-   that history shows congested), else merge a lone underloaded channel. The backlog P2 must
+   that history shows congested), else merge a lone underloaded channel; neither after a scale-out
+   while the input has not fallen out of its band since (scale_in_hold_s). The backlog P2 must
    drain is the lag less what a keeping-up micro-batch stream always has in flight; P6 counts
    the whole lag (`Evaluation.backlog_records`).
 
@@ -113,6 +114,10 @@ class SteadyInput(BaseModel):
         """The input rose out of its band in this very period: the rise may still be on."""
         return self.rose and self.since_s == now_s
 
+    def falling_at(self, now_s: float) -> bool:
+        """The input fell out of its band in this very period."""
+        return not self.rose and self.since_s == now_s
+
 
 class ControllerState(BaseModel):
     """Everything the controller remembers between ticks; JSON round-trips exactly."""
@@ -144,6 +149,11 @@ class ControllerState(BaseModel):
         None, description="The input's current steady phase (P2's dwell after costly rescales)."
     )
     cooldown_until_s: float | None = Field(None, description="No decision before this clock time.")
+    scaled_out_at_s: float | None = Field(
+        None,
+        description="The last scale-out or split, until the input falls out of its band: P2 and merge hold "
+        "meanwhile (scale_in_hold_s).",
+    )
     decisions: int = Field(0, description="Rescale decisions taken so far.")
 
     def to_json(self) -> str:
@@ -316,6 +326,8 @@ class ScalingController:
                 else SteadyInput(since_s=now_s, low_rps=rate, high_rps=rate)
             )
             state = state.model_copy(update={"steady_input": steady_input})
+            if steady_input.falling_at(now_s):
+                state = state.model_copy(update={"scaled_out_at_s": None})
         pending = state.pending
         if pending is not None:
             if (evaluation.layout_epoch, channels) != (pending.from_epoch, pending.from_channels):
@@ -412,11 +424,13 @@ class ScalingController:
             from_epoch=ev.layout_epoch,
             decided_at_s=decision.time_s,
         )
+        scaled_out_at = decision.time_s if decision.to_channels > decision.from_channels else None
         return state.model_copy(
             update={
                 "cooldown_until_s": decision.time_s + self.options.cooldown_s,
                 "decisions": state.decisions + 1,
                 "pending": pending,
+                "scaled_out_at_s": scaled_out_at,
             }
         )
 
@@ -651,6 +665,8 @@ class ScalingController:
             return self._none(
                 now_s, channels, "bounds", f"not congested, already at the minimum of {channels} channels", signals
             )
+        if (held := self._held_after_scale_out(state, now_s)) is not None:
+            return self._none(now_s, channels, "P2", f"not congested; {held}: hold at {channels}{forgot}", signals)
 
         target, why_not = self._scale_in_target(state, ev, level)
         if target is not None:
@@ -686,6 +702,18 @@ class ScalingController:
                 channel=lone,
             )
         return self._none(now_s, channels, "P2", f"not congested; {why_not}: hold at {channels}{forgot}", signals)
+
+    def _held_after_scale_out(self, state: ControllerState, now_s: float) -> str | None:
+        """Why no scale-in may follow the last scale-out yet (None: it may). A scale-in while the
+        input has stayed in the band it scaled out at reverses it within one steady phase; the
+        channels a drain added beyond the band then cost until the input falls, or scale_in_hold_s."""
+        hold, scaled_out_at = self.options.scale_in_hold_s, state.scaled_out_at_s
+        if hold is None or scaled_out_at is None or now_s - scaled_out_at >= hold:
+            return None
+        return (
+            f"scaled out {now_s - scaled_out_at:.0f} s ago and the input has not fallen since: a scale-in would "
+            f"reverse it (held until it falls, at most {hold:.0f} s)"
+        )
 
     def _scale_in_target(self, state: ControllerState, ev: Evaluation, level: int) -> tuple[int | None, str]:
         """P2: the lowest level below the current count that (a) the capacity estimate says carries

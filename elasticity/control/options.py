@@ -212,6 +212,13 @@ class ControllerOptions(_Options):
         "within throughput_change_factor for this many times p, and only if it saves at least 1/this share of the "
         "channels: a costly rescale is paid for a lasting fall that pays the pause back, not for each step of one.",
     )
+    scale_in_hold_s: float | None = Field(
+        300.0,
+        gt=0,
+        description="After a scale-out or split, P2 and merge wait until the input falls out of its steady band, at "
+        "most this many seconds (None: no wait): a scale-in at the input that scaled out reverses it, an "
+        "oscillation in a steady phase (300 s is Kubernetes' default scale-down stabilization window).",
+    )
     skew_max_share: float = Field(
         0.25,
         gt=0,

@@ -449,6 +449,27 @@ def test_p6_drains_within_the_band_p2_keeps_so_the_drain_is_not_reversed(within_
     assert decision.action == then, decision.reason
 
 
+@pytest.mark.parametrize(
+    ("input_rps", "at_s", "hold_s", "then"),
+    [
+        (10_000.0, 200.0, 300.0, "none"),  # the input that scaled out: a scale-in would reverse it
+        (10_000.0, 400.0, 300.0, "scale_in"),  # held as long as scale_in_hold_s allows
+        (10_000.0, 200.0, None, "scale_in"),  # no hold
+        (8_000.0, 200.0, 300.0, "scale_in"),  # the input fell out of its band: no reversal
+    ],
+)
+def test_no_scale_in_follows_a_scale_out_until_the_input_falls(input_rps, at_s, hold_s, then):
+    # eSault's peak on the real stack: a drain beyond the band (24, not 16) and, once drained, P2
+    # back to 16 at the same input, a reversal in one steady phase. The drain's channels stay.
+    drain = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, scale_in_hold_s=hold_s)
+    state, decision = drain.decide(state_with(channel_capacity_rps=1000.0), twelve_channels_behind(), 100.0)
+    assert decision.to_channels == 24 and state.scaled_out_at_s == 100.0
+    drained = make_evaluation(24, time_s=at_s, throughput_rps=input_rps, lag_records=0.0, layout_epoch=1)
+    state, decision = drain.decide(state, drained, at_s)
+    assert decision.action == then, decision.reason
+    assert decision.to_channels == (24 if then == "none" else 12 if input_rps < 10_000 else 16)
+
+
 def input_held_since_90_s_at(rate_rps: float) -> ControllerState:
     """A known capacity of 1000 rec/s per channel, the input steady at `rate_rps` since 90 s."""
     band = SteadyInput(since_s=90.0, low_rps=rate_rps, high_rps=rate_rps)
