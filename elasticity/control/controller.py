@@ -146,7 +146,9 @@ class ControllerState(BaseModel):
     )
     pending: PendingRescale | None = Field(None, description="The rescale in flight, if any.")
     steady_input: SteadyInput | None = Field(
-        None, description="The input's current steady phase (P2's dwell after costly rescales)."
+        None,
+        description="The input's current steady phase (P2's dwell after costly rescales; a fall out of it ends the "
+        "scale-in hold after a scale-out).",
     )
     cooldown_until_s: float | None = Field(None, description="No decision before this clock time.")
     scaled_out_at_s: float | None = Field(
