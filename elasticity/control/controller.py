@@ -23,7 +23,7 @@ period. The order of reasoning follows Gedik's flowchart:
    covering the channels the per-channel capacity estimate says are needed, input / (capacity x
    scale_out_utilization) plus what drains the backlog in drain_target_s, not just the next level;
    with drain_within_band, the drain only up to the level P2 would keep once the backlog is gone,
-   unless the input rose out of its steady band in this very period);
+   unless the input rose out of its steady band in this very period, as a step of a rise in steps);
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel; neither after a scale-out
@@ -102,17 +102,23 @@ class SteadyInput(BaseModel):
     high_rps: float
     rose: bool = False
     """The band began with the input rising out of the one before."""
+    rose_before: bool = False
+    """The band before this one began with a rise too: the input has been rising in steps."""
 
     def after(self, rate_rps: float, now_s: float, change_factor: float) -> SteadyInput:
         """The band with this period's rate in it, or a new band from it if it leaves the band."""
         low, high = min(self.low_rps, rate_rps), max(self.high_rps, rate_rps)
         if high <= low * (1 + change_factor):
-            return SteadyInput(since_s=self.since_s, low_rps=low, high_rps=high, rose=self.rose)
-        return SteadyInput(since_s=now_s, low_rps=rate_rps, high_rps=rate_rps, rose=rate_rps > self.high_rps)
+            return self.model_copy(update={"low_rps": low, "high_rps": high})
+        return SteadyInput(
+            since_s=now_s, low_rps=rate_rps, high_rps=rate_rps, rose=rate_rps > self.high_rps, rose_before=self.rose
+        )
 
-    def rising_at(self, now_s: float) -> bool:
-        """The input rose out of its band in this very period: the rise may still be on."""
-        return self.rose and self.since_s == now_s
+    def stepping_up_at(self, now_s: float) -> bool:
+        """The input rose out of its band in this very period, and into that band by a rise too: a
+        rise in steps, whose next step may still come. A single jump (from a steady or falling
+        input) is no evidence of another."""
+        return self.rose and self.rose_before and self.since_s == now_s
 
     def falling_at(self, now_s: float) -> bool:
         """The input fell out of its band in this very period."""
@@ -462,8 +468,8 @@ class ScalingController:
         )
         if level >= self.levels.top:
             return state, self._none(now_s, channels, "bounds", f"{outgrown}, but at the maximum", signals)
-        rising = state.steady_input is not None and state.steady_input.rising_at(now_s)
-        sized = self._scale_out_level(ev, capacity, rising) if capacity > 0 else level + 1
+        stepping_up = state.steady_input is not None and state.steady_input.stepping_up_at(now_s)
+        sized = self._scale_out_level(ev, capacity, stepping_up) if capacity > 0 else level + 1
         target = min(max(level + 1, sized), self.levels.top)
         to_channels = self.levels.channels_at(target)
         decision = self._decision(
@@ -618,19 +624,20 @@ class ScalingController:
         target = level + 1
         capacity = scale_out_capacity(state)
         if capacity and capacity > 0:
-            rising = state.steady_input is not None and state.steady_input.rising_at(now_s)
-            target = max(target, self._scale_out_level(ev, capacity, rising))
+            stepping_up = state.steady_input is not None and state.steady_input.stepping_up_at(now_s)
+            target = max(target, self._scale_out_level(ev, capacity, stepping_up))
         return self.levels.channels_at(min(target, self.levels.top))
 
-    def _scale_out_level(self, ev: Evaluation, capacity_rps: float, rising: bool) -> int:
+    def _scale_out_level(self, ev: Evaluation, capacity_rps: float, stepping_up: bool) -> int:
         """The level P6 sizes for: the input at scale_out_utilization plus the backlog's drain, the
         drain capped (drain_within_band) at the level P2 keeps at this input once it is drained,
-        unless the input has just risen (the channels beyond the band carry the rise's next step)."""
+        unless the input has just stepped up in a rise in steps (the channels beyond the band carry
+        the rise's next step)."""
         rate = ev.input_rate_rps
         sized = self.levels.level_covering(
             self._channels_needed(ev, rate, capacity_rps, self.options.scale_out_utilization)
         )
-        if not self.options.drain_within_band or rising:
+        if not self.options.drain_within_band or stepping_up:
             return sized
         carried = self.levels.level_covering(rate / (capacity_rps * self.options.scale_out_utilization))
         kept = self.levels.level_covering(rate / (capacity_rps * self.options.scale_in_utilization))

@@ -470,27 +470,39 @@ def test_no_scale_in_follows_a_scale_out_until_the_input_falls(input_rps, at_s, 
     assert decision.to_channels == (24 if then == "none" else 12 if input_rps < 10_000 else 16)
 
 
-def input_held_since_90_s_at(rate_rps: float) -> ControllerState:
-    """A known capacity of 1000 rec/s per channel, the input steady at `rate_rps` since 90 s."""
-    band = SteadyInput(since_s=90.0, low_rps=rate_rps, high_rps=rate_rps)
+def input_held_since_90_s_at(rate_rps: float, rose: bool = False) -> ControllerState:
+    """A known capacity of 1000 rec/s per channel, the input steady at `rate_rps` since 90 s
+    (a band the input rose into when `rose`)."""
+    band = SteadyInput(since_s=90.0, low_rps=rate_rps, high_rps=rate_rps, rose=rose)
     return state_with(channel_capacity_rps=1000.0, steady_input=band)
 
 
-def test_p6_drains_beyond_the_band_in_the_period_the_input_rose():
+def test_p6_drains_beyond_the_band_in_a_step_of_a_rise_in_steps():
     # eSault's rise on the real stack: with the drain held in the band, the first scale-out of a
-    # rise is too small for its next step. In the period the input leaves its band upwards, the
+    # rise in steps is too small for its next step. In the period the input steps up again, the
     # drain is sized in full (24, as without the band); once the input holds, in the band (16).
     band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
     behind = twelve_channels_behind()
-    risen = input_held_since_90_s_at(5e3)
-    state, decision = band.decide(risen, behind, 100.0)
-    assert state.steady_input.rising_at(100.0) and decision.to_channels == 24
-    held = input_held_since_90_s_at(1e4)
+    stepping = input_held_since_90_s_at(5e3, rose=True)
+    state, decision = band.decide(stepping, behind, 100.0)
+    assert state.steady_input.stepping_up_at(100.0) and decision.to_channels == 24
+    held = input_held_since_90_s_at(1e4, rose=True)
     _, decision = band.decide(held, behind, 100.0)
     assert decision.to_channels == 16
-    fell = input_held_since_90_s_at(2e4)
+    fell = input_held_since_90_s_at(2e4, rose=True)
     state, decision = band.decide(fell, behind, 100.0)
-    assert not state.steady_input.rising_at(100.0) and decision.to_channels == 16
+    assert not state.steady_input.stepping_up_at(100.0) and decision.to_channels == 16
+
+
+def test_p6_drains_within_the_band_after_a_single_jump():
+    # The square trace on the real stack: 160 -> 800 rec/s in one jump from a low phase the input
+    # fell into (or the first band). The drain beyond the band (2 -> 8 where 6 keep the peak)
+    # bought channels for a next step that never came, until the input fell.
+    band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
+    jumped = input_held_since_90_s_at(5e3, rose=False)
+    state, decision = band.decide(jumped, twelve_channels_behind(), 100.0)
+    assert state.steady_input.rose and not state.steady_input.stepping_up_at(100.0)
+    assert decision.to_channels == 16, decision.reason
 
 
 def test_p6_within_the_band_still_carries_the_input_at_the_scale_out_utilization():
@@ -530,11 +542,12 @@ def test_a_layout_the_input_outgrew_scales_out_before_its_windows_refill():
     # Waiting two more periods for the windows cost that run 4,200 records of backlog and its
     # peak phase the SLO: 6 channels at 50 s could not drain what had piled up.
     ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
-    before = state_with(steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0))
+    before = state_with(steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0, rose=True))
     state, decision = ctl.decide(before, the_first_period_after_settling_at_2_channels(796.0), 39.6)
     # No capacity known: the period's 175 rec/s a channel. 796 / (175 x 0.9) = 5.1 channels plus
     # all 7,506 records behind (an outpaced stage has none in flight) drained in 20 s = 2.1 -> 8
-    # (the input rose out of its band in this period, so the drain is sized in full).
+    # (eSault's input rose from its valley to 255 and out of that in this period, a rise in steps:
+    # the drain is sized in full).
     assert decision.action == "scale_out" and decision.to_channels == 8, decision.reason
     assert "outgrown" in decision.reason and decision.signals["outgrown"] == 1.0
     # One period of a fresh layout enters no level history, and the rescale is pending.
@@ -549,7 +562,7 @@ def test_an_outgrown_layout_without_a_saturated_estimate_is_sized_by_what_its_ch
     # with a backlog throughout 2 channels delivered 345 (each batch's fixed part included).
     ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
     before = state_with(
-        busy_rate_samples_rps=[247.0], steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0)
+        busy_rate_samples_rps=[247.0], steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0, rose=True)
     )
     period = the_first_period_after_settling_at_2_channels(799.0, throughput_rps=delivered_rps)
     _, decision = ctl.decide(before, period, 40.7)
