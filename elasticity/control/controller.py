@@ -468,8 +468,7 @@ class ScalingController:
         )
         if level >= self.levels.top:
             return state, self._none(now_s, channels, "bounds", f"{outgrown}, but at the maximum", signals)
-        stepping_up = state.steady_input is not None and state.steady_input.stepping_up_at(now_s)
-        sized = self._scale_out_level(ev, capacity, stepping_up) if capacity > 0 else level + 1
+        sized = self._scale_out_level(ev, capacity, _stepping_up(state, now_s)) if capacity > 0 else level + 1
         target = min(max(level + 1, sized), self.levels.top)
         to_channels = self.levels.channels_at(target)
         decision = self._decision(
@@ -624,8 +623,7 @@ class ScalingController:
         target = level + 1
         capacity = scale_out_capacity(state)
         if capacity and capacity > 0:
-            stepping_up = state.steady_input is not None and state.steady_input.stepping_up_at(now_s)
-            target = max(target, self._scale_out_level(ev, capacity, stepping_up))
+            target = max(target, self._scale_out_level(ev, capacity, _stepping_up(state, now_s)))
         return self.levels.channels_at(min(target, self.levels.top))
 
     def _scale_out_level(self, ev: Evaluation, capacity_rps: float, stepping_up: bool) -> int:
@@ -898,6 +896,11 @@ class ScalingController:
             signals=signals,
             reason=reason,
         )
+
+
+def _stepping_up(state: ControllerState, now_s: float) -> bool:
+    """The input stepped up in this period, in a rise in steps (`SteadyInput.stepping_up_at`)."""
+    return state.steady_input is not None and state.steady_input.stepping_up_at(now_s)
 
 
 def _backlog(ev: Evaluation, rate_rps: float) -> float:
