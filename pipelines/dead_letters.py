@@ -15,6 +15,7 @@ from enum import StrEnum
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from pipelines.column_cache import once_per_jvm
 from pipelines.kafka_io import source_position, write_batch
 from pipelines.settings import KafkaConnection
 
@@ -77,14 +78,25 @@ def basic_value_checks(value: Column) -> list[Check]:
 
 def split_rejected(parsed: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(good rows, rejected rows) of a DataFrame carrying a `reject_reason` column."""
-    return parsed.where(F.col(REJECT).isNull()), parsed.where(F.col(REJECT).isNotNull())
+    good, rejected = _is_good_or_rejected()
+    return parsed.where(good), parsed.where(rejected)
+
+
+@once_per_jvm
+def _is_good_or_rejected() -> tuple[Column, Column]:
+    return F.col(REJECT).isNull(), F.col(REJECT).isNotNull()
+
+
+@once_per_jvm
+def _rejected_count() -> Column:
+    return F.count(F.col(REJECT)).alias("rejected")
 
 
 def split_counting_rejected(parsed: DataFrame) -> tuple[DataFrame, DataFrame, Observation]:
     """Like `split_rejected`, plus an observation that the first job over the good rows fills
     with the number of rejected ones: no count job of its own beside the batch's real work."""
     observation = Observation()
-    good, _ = split_rejected(parsed.observe(observation, F.count(F.col(REJECT)).alias("rejected")))
+    good, _ = split_rejected(parsed.observe(observation, _rejected_count()))
     _, rejected = split_rejected(parsed)
     return good, rejected, observation
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark import AccumulatorParam
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from elasticity.layout import Layout
@@ -39,7 +39,8 @@ from elasticity.state import BytesCodec, StateStore, StoreBackend
 from elasticity.state.backend import channel_dir_name
 from elasticity.state.kinds import StoreKind, build_backend
 from pipelines import working_copies
-from pipelines.probes import is_valid_probe, probe_routing_key, probe_sent_ms, probe_stage
+from pipelines.column_cache import once_per_jvm
+from pipelines.probes import is_valid_probe_of, probe_routing_key, probe_sent_ms
 from pipelines.streams.metrics import ChannelMetrics
 from pipelines.streams.names import FIRST_STAGE
 
@@ -72,10 +73,19 @@ def probe_rows(raw: DataFrame, stage: str = FIRST_STAGE) -> DataFrame:
     was sent). Invalid ones are the parsers' to dead-letter (`pipelines.probes.invalid_probe_check`)."""
     # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
     # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
-    probes = raw.where(is_valid_probe() & (probe_stage() == stage)).select(
-        probe_routing_key().alias("key"), probe_sent_ms().alias("probe_sent_ms")
+    return raw.where(is_valid_probe_of(stage)).select(*_probe_input_columns())
+
+
+@once_per_jvm
+def _probe_input_columns() -> tuple[Column, ...]:
+    """A valid probe's stage input row: the routing key, its hash, n = 0 and the send time."""
+    key = probe_routing_key()
+    return (
+        key.alias("key"),
+        F.xxhash64(key).alias("key_hash"),
+        F.lit(0).cast("long").alias("n"),
+        probe_sent_ms().alias("probe_sent_ms"),
     )
-    return probes.selectExpr("key", KEY_HASH_SQL, "0L AS n", "probe_sent_ms")
 
 
 _MASK32 = 0xFFFFFFFF

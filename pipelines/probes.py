@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from elasticity.hashing import hash_strings
 from elasticity.layout import Layout
+from pipelines.column_cache import once_per_jvm
 from pipelines.dead_letters import MAX_EPOCH_MS, MAX_FIELD_CHARS, Check, Reason
 from pipelines.streams.names import FIRST_STAGE
 
@@ -27,26 +28,31 @@ PROBE_KAFKA_KEY = b"__esp_probe__"
 _CANDIDATES_PER_ROUND = 4096
 
 
+@once_per_jvm
 def is_probe() -> Column:
     """True on the Kafka rows that are probes: the one test every parser and the stage share."""
     return F.col("key").isNotNull() & (F.col("key") == F.lit(PROBE_KAFKA_KEY))
 
 
+@once_per_jvm
 def probe_routing_key() -> Column:
     """A probe row's routing key (null when absent)."""
     return F.get_json_object(F.col("value").cast("string"), "$.routing_key")
 
 
+@once_per_jvm
 def probe_stage() -> Column:
     """The elastic stage a probe row measures (`FIRST_STAGE` when it names none)."""
     return F.coalesce(F.get_json_object(F.col("value").cast("string"), "$.stage"), F.lit(FIRST_STAGE))
 
 
+@once_per_jvm
 def probe_sent_ms() -> Column:
     """A probe row's send time, epoch ms (null when absent or not an integer)."""
     return F.expr("try_cast(get_json_object(CAST(value AS STRING), '$.sent_ms') AS BIGINT)")
 
 
+@once_per_jvm
 def is_valid_probe() -> Column:
     """True on the probe rows the stage takes: UTF-8 JSON with a routing key (any JSON value,
     taken as text, of at most MAX_FIELD_CHARS characters) and an integer sent_ms in
@@ -67,9 +73,21 @@ def is_valid_probe() -> Column:
 def without_valid_probes(raw: DataFrame) -> DataFrame:
     """The rows a parser sees: all but the valid probes (the stage takes those); an invalid
     probe stays, for `invalid_probe_check` to reject."""
-    return raw.where(~is_valid_probe())
+    return raw.where(_not_a_valid_probe())
 
 
+@once_per_jvm
+def _not_a_valid_probe() -> Column:
+    return ~is_valid_probe()
+
+
+@once_per_jvm
+def is_valid_probe_of(stage: str) -> Column:
+    """True on the valid probes that measure elastic stage `stage`."""
+    return is_valid_probe() & (probe_stage() == stage)
+
+
+@once_per_jvm
 def invalid_probe_check() -> Check:
     """The first check of every parser: a probe-keyed row left here is not a valid probe."""
     return (is_probe(), Reason.INVALID_PROBE)

@@ -6,10 +6,11 @@ so the three can only differ in how they keep state.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipelines import api
+from pipelines.column_cache import once_per_jvm
 from pipelines.dead_letters import REJECT, Reason, basic_value_checks, first_reason
 from pipelines.probes import invalid_probe_check, without_valid_probes
 
@@ -18,22 +19,40 @@ MAX_WORD_CHARS = 200
 
 def parse_lines(raw: DataFrame) -> DataFrame:
     """Kafka rows (valid probes excluded) with `line` and `reject_reason` (null when good)."""
+    return without_valid_probes(raw).withColumns(_line_columns())
+
+
+@once_per_jvm
+def _line_columns() -> dict[str, Column]:
+    """`line` (the value as text, trimmed) and its `reject_reason`."""
     value = F.col("value")
     # F.trim strips spaces only; a line of tabs and newlines is just as empty.
     line = F.regexp_replace(value.cast("string"), r"^\s+|\s+$", "")
     reason = first_reason(invalid_probe_check(), *basic_value_checks(value), (line == "", Reason.EMPTY_LINE))
-    return without_valid_probes(raw).withColumn("line", line).withColumn(REJECT, reason)
+    return {"line": line, REJECT: reason}
 
 
 def words_of(lines: DataFrame) -> DataFrame:
     """One row per word of the good lines (split on whitespace; words cut to MAX_WORD_CHARS)."""
-    tokens = lines.select(F.explode(F.split(F.col("line"), r"\s+")).alias("token"))
-    return tokens.select(F.substring("token", 1, MAX_WORD_CHARS).alias("word")).where(F.col("word") != "")
+    token, word, not_empty = _word_columns()
+    return lines.select(token).select(word).where(not_empty)
+
+
+@once_per_jvm
+def _word_columns() -> tuple[Column, Column, Column]:
+    """Each token of `line`; the token cut to MAX_WORD_CHARS as `word`; the word is not empty."""
+    token = F.explode(F.split(F.col("line"), r"\s+")).alias("token")
+    return token, F.substring("token", 1, MAX_WORD_CHARS).alias("word"), F.col("word") != ""
 
 
 def word_deltas(lines: DataFrame) -> DataFrame:
     """(word, n): how many times each word occurs in these lines (JVM pre-aggregation)."""
-    return words_of(lines).groupBy("word").agg(F.count(F.lit(1)).alias("n"))
+    return words_of(lines).groupBy("word").agg(_occurrences())
+
+
+@once_per_jvm
+def _occurrences() -> Column:
+    return F.count(F.lit(1)).alias("n")
 
 
 def batch_oracle(raw: DataFrame) -> dict[str, int]:
@@ -50,11 +69,21 @@ def native_counts(lines_stream: DataFrame) -> DataFrame:
 
 def _deltas(good: DataFrame, times: api.BatchTimes) -> api.Prepared:
     # Pre-aggregated in the JVM: the operator sees one (word, n) row per word of the batch.
-    return api.Prepared(word_deltas(good).select(F.col("word").alias("key"), F.col("n")))
+    return api.Prepared(word_deltas(good).select(*_keyed_deltas()))
+
+
+@once_per_jvm
+def _keyed_deltas() -> tuple[Column, Column]:
+    return F.col("word").alias("key"), F.col("n")
 
 
 def _result_rows(out: DataFrame) -> DataFrame:
-    return out.select(F.col("key").alias("word"), F.col("value").alias("count"), "channel", "batch_id")
+    return out.select(*_result_columns())
+
+
+@once_per_jvm
+def _result_columns() -> tuple[Column, ...]:
+    return F.col("key").alias("word"), F.col("value").alias("count"), F.col("channel"), F.col("batch_id")
 
 
 def _bronze(good: DataFrame) -> DataFrame:

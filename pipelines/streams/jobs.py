@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark import Accumulator
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from elasticity.layout import Layout
 from pipelines.api import Job, Prepared, load_job
+from pipelines.column_cache import once_per_jvm
 from pipelines.dead_letters import REJECT
 from pipelines.elastic_stage import StageSpec
 from pipelines.jobs.adclicks import adclicks_job
@@ -100,18 +101,13 @@ class JobLogic:
         # With `prepare`, the operator's key is made later: only the parser's own columns are known.
         key_column = self.job.operator.key_column if self.job.prepare is None else None
         needed = [REJECT, "value", "topic", "partition", "offset", *([key_column] if key_column else [])]
-        if missing := [c for c in needed if c not in parsed.columns]:
+        columns = set(parsed.columns)
+        if missing := [c for c in needed if c not in columns]:
             raise ValueError(
                 f"the job's parse returned no {missing} column(s): it keeps the Kafka columns and adds "
                 f"{REJECT!r} (and the operator's key column unless the job prepares its input)"
             )
-        probe, probe_reason = invalid_probe_check()
-        esp_reason = F.when(probe, F.lit(probe_reason.value))
-        if key_column is not None:
-            esp_reason = esp_reason.when(
-                F.col(REJECT).isNull() & F.col(key_column).isNull(), F.lit(f"missing key: {key_column} is null")
-            )
-        return parsed.withColumn(REJECT, F.coalesce(esp_reason, F.col(REJECT)))
+        return parsed.withColumn(REJECT, _reject_reason(key_column))
 
     def plan(self, good: DataFrame, batch_id: int) -> BatchPlan:
         """The batch's input for the stage under its recorded processing time and watermark."""
@@ -137,7 +133,8 @@ class JobLogic:
         hidden = ["value", "timestampType", REJECT]
         if self.job.operator.key_column != "key":
             hidden.append("key")
-        return [c for c in hidden if c in good.columns]
+        columns = set(good.columns)
+        return [c for c in hidden if c in columns]
 
     def bronze(self, good: DataFrame) -> DataFrame:
         """Rows to archive, with a `date` (yyyy-MM-dd) column."""
@@ -184,6 +181,18 @@ class JobLogic:
         results = outputs.withColumn("batch_id", F.lit(call.batch_id))
         shaped = self.job.results(results) if self.job.results is not None else results
         return StageRun(call, StageOutput(out, shaped, rejected))
+
+
+@once_per_jvm
+def _reject_reason(key_column: str | None) -> Column:
+    """The parser's reject reason, or esp's own: an invalid probe, a missing key (`key_column`)."""
+    probe, probe_reason = invalid_probe_check()
+    esp_reason = F.when(probe, F.lit(probe_reason.value))
+    if key_column is not None:
+        esp_reason = esp_reason.when(
+            F.col(REJECT).isNull() & F.col(key_column).isNull(), F.lit(f"missing key: {key_column} is null")
+        )
+    return F.coalesce(esp_reason, F.col(REJECT))
 
 
 def job_of(spec: StreamSpec) -> Job:

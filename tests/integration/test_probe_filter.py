@@ -67,3 +67,37 @@ def test_rows_not_keyed_as_probes_are_not_read_as_json(spark) -> None:
     assert "setJson" in code
     eager = {name: body for name, body in methods.items() if "subExpr" in name}
     assert [name for name, body in eager.items() if "setJson" in body] == []
+
+
+def _round_trips(build) -> int:
+    """Py4J commands `build()` sends to the JVM."""
+    from py4j.clientserver import ClientServerConnection
+
+    sent = 0
+    send = ClientServerConnection.send_command
+
+    def counting(self, command):
+        nonlocal sent
+        sent += 1
+        return send(self, command)
+
+    ClientServerConnection.send_command = counting
+    try:
+        build()
+    finally:
+        ClientServerConnection.send_command = send
+    return sent
+
+
+def test_a_batch_builds_its_probe_checks_and_parse_columns_once(spark) -> None:
+    """Every micro-batch builds its DataFrames again on the driver; the Column trees of the probe
+    checks and the word count's parse were ~300 Py4J round trips of it, and are now built once."""
+    from pipelines.elastic_stage import probe_rows
+    from pipelines.jobs.wordcount import parse_lines
+
+    rows = _rows(spark, [(None, b"a line")])
+    parse_lines(rows), probe_rows(rows)  # the first batch builds them
+
+    # What is left per batch: the DataFrame steps themselves (about ten round trips each).
+    assert _round_trips(lambda: parse_lines(rows)) < 40
+    assert _round_trips(lambda: probe_rows(rows)) < 30
