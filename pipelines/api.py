@@ -51,6 +51,7 @@ from elasticity.operators import (
     WindowedAggregate,
 )
 from elasticity.state.codecs import ArrowStructCodec, BytesCodec, Float64Codec, Int64Codec, JsonCodec
+from pipelines.column_cache import once_per_jvm
 from pipelines.dead_letters import REJECT
 from pipelines.operator_stage import NO_WATERMARK_MS, RESERVED_INPUT_COLUMNS, RESERVED_OUTPUT_COLUMNS
 from pipelines.operator_stage import OperatorBatch as BatchTimes
@@ -93,6 +94,7 @@ __all__ = [
     "Tumbling",
     "WindowedAggregate",
     "load_job",
+    "once_per_jvm",
 ]
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")

@@ -2,7 +2,7 @@
 
 Building a Column costs a Py4J round trip per node (`F.col`, `F.lit`, every operator), and a
 stream's driver builds its batch's DataFrames again in every micro-batch: the probe checks and a
-parser's reject reasons were ~300 of the ~600 round trips a word-count batch took before its
+parser's reject reasons were ~400 of the ~610 round trips a word-count batch took before its
 Spark job began (BENCHMARKS.md, section 1). A Column is an immutable, unresolved expression, so
 one built once serves every batch, thread and DataFrame of the JVM that holds it.
 """
