@@ -24,7 +24,8 @@ def parse_lines(raw: DataFrame) -> DataFrame:
 
 @once_per_jvm
 def _line_columns() -> dict[str, Column]:
-    """`line` (the value as text, trimmed) and its `reject_reason`."""
+    """`line` (the value as text, trimmed) and its `reject_reason`: one dict every batch shares,
+    read by `withColumns`, never changed."""
     value = F.col("value")
     # F.trim strips spaces only; a line of tabs and newlines is just as empty.
     line = F.regexp_replace(value.cast("string"), r"^\s+|\s+$", "")
