@@ -27,18 +27,19 @@ def once_per_jvm(build: Callable[P, T]) -> Callable[P, T]:
     Keyed by the gateway itself: a new JVM in the same process (rare, in tests) gets new
     Columns, never ones whose JVM objects belong to a gateway that was shut down."""
     lock = threading.Lock()
-    gateway_of_values: list[Any] = [None]
+    values_gateway: Any = None
     values: dict[tuple[Any, ...], T] = {}
 
     @functools.wraps(build)
     def cached(*args: P.args, **kwargs: P.kwargs) -> T:
+        nonlocal values_gateway
         if kwargs:
             raise TypeError(f"{build.__name__} is cached by its positional arguments only")
         gateway = SparkContext._gateway  # noqa: SLF001 (PySpark keeps its gateway private)
         with lock:
-            if gateway_of_values[0] is not gateway:
+            if values_gateway is not gateway:
                 values.clear()
-                gateway_of_values[0] = gateway
+                values_gateway = gateway
             if args not in values:
                 values[args] = build(*args)
             return values[args]

@@ -64,7 +64,12 @@ KEY_HASH_SQL = "xxhash64(key) AS key_hash"
 
 def with_key_hash(deltas: DataFrame) -> DataFrame:
     """Add the key's hash (`KEY_HASH_SQL`)."""
-    return deltas.withColumn("key_hash", F.expr(KEY_HASH_SQL))
+    return deltas.withColumn("key_hash", _key_hash())
+
+
+@once_per_jvm
+def _key_hash() -> Column:
+    return F.expr(KEY_HASH_SQL)
 
 
 def probe_rows(raw: DataFrame, stage: str = FIRST_STAGE) -> DataFrame:
@@ -73,16 +78,14 @@ def probe_rows(raw: DataFrame, stage: str = FIRST_STAGE) -> DataFrame:
     was sent). Invalid ones are the parsers' to dead-letter (`pipelines.probes.invalid_probe_check`)."""
     # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
     # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
-    return raw.where(is_valid_probe_of(stage)).select(*_probe_input_columns())
+    return with_key_hash(raw.where(is_valid_probe_of(stage)).select(*_probe_input_columns()))
 
 
 @once_per_jvm
 def _probe_input_columns() -> tuple[Column, ...]:
-    """A valid probe's stage input row: the routing key, its hash, n = 0 and the send time."""
-    key = probe_routing_key()
+    """A valid probe's stage input row but its key's hash: the routing key, n = 0 and the send time."""
     return (
-        key.alias("key"),
-        F.xxhash64(key).alias("key_hash"),
+        probe_routing_key().alias("key"),
         F.lit(0).cast("long").alias("n"),
         probe_sent_ms().alias("probe_sent_ms"),
     )
