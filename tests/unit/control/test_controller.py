@@ -470,11 +470,13 @@ def test_no_scale_in_follows_a_scale_out_until_the_input_falls(input_rps, at_s, 
     assert decision.to_channels == (24 if then == "none" else 12 if input_rps < 10_000 else 16)
 
 
-def input_held_since_90_s_at(rate_rps: float, rose: bool = False) -> ControllerState:
+def input_held_since_90_s_at(
+    rate_rps: float, rose: bool = False, scaled_out_at_s: float | None = None
+) -> ControllerState:
     """A known capacity of 1000 rec/s per channel, the input steady at `rate_rps` since 90 s
-    (a band the input rose into when `rose`)."""
+    (a band the input rose into when `rose`; a scale-out decided at `scaled_out_at_s`)."""
     band = SteadyInput(since_s=90.0, low_rps=rate_rps, high_rps=rate_rps, rose=rose)
-    return state_with(channel_capacity_rps=1000.0, steady_input=band)
+    return state_with(channel_capacity_rps=1000.0, steady_input=band, scaled_out_at_s=scaled_out_at_s)
 
 
 def test_p6_drains_beyond_the_band_in_a_step_of_a_rise_in_steps():
@@ -483,7 +485,7 @@ def test_p6_drains_beyond_the_band_in_a_step_of_a_rise_in_steps():
     # drain is sized in full (24, as without the band); once the input holds, in the band (16).
     band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
     behind = twelve_channels_behind()
-    stepping = input_held_since_90_s_at(5e3, rose=True)
+    stepping = input_held_since_90_s_at(5e3, rose=True, scaled_out_at_s=90.0)
     state, decision = band.decide(stepping, behind, 100.0)
     assert state.steady_input.stepping_up_at(100.0) and decision.to_channels == 24
     held = input_held_since_90_s_at(1e4, rose=True)
@@ -492,6 +494,45 @@ def test_p6_drains_beyond_the_band_in_a_step_of_a_rise_in_steps():
     fell = input_held_since_90_s_at(2e4, rose=True)
     state, decision = band.decide(fell, behind, 100.0)
     assert not state.steady_input.stepping_up_at(100.0) and decision.to_channels == 16
+
+
+@pytest.mark.parametrize(("scaled_out_at_s", "to_channels"), [(90.0, 24), (None, 16), (85.0, 16)])
+def test_p6_drains_beyond_the_band_only_when_the_step_before_outgrew_the_stage(scaled_out_at_s, to_channels):
+    # The band the input leaves began with a rise: a rise in steps by its rates. Only a scale-out
+    # decided while the input held that band (since 90 s) makes its next step evidence of one the
+    # stage cannot carry; a step absorbed without one (no scale-out, or one before it) is not.
+    band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
+    state = input_held_since_90_s_at(5e3, rose=True, scaled_out_at_s=scaled_out_at_s)
+    state, decision = band.decide(state, twelve_channels_behind(), 100.0)
+    assert state.steady_input.stepping_up_at(100.0) and state.steady_input.before_since_s == 90.0
+    assert decision.to_channels == to_channels, decision.reason
+
+
+def test_a_period_that_straddles_a_single_jump_is_not_a_step_of_a_rise():
+    # Square run 2 at 143bc68 on the real stack: 2 channels (183 rec/s each) carried the low phase
+    # (160 rec/s, a band the input fell into); the period that straddled the jump to 800 read 331,
+    # which 2 channels absorbed, and the next one 787 with 5.7 s of input behind. 6 channels keep
+    # the peak; draining beyond them bought 2 -> 8, held until the input fell (1.085 x the best
+    # static's channel-seconds).
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    low = SteadyInput(since_s=110.0, low_rps=158.0, high_rps=166.0, rose=False, rose_before=True)
+    state = state_with(channel_capacity_rps=183.0, steady_input=low)
+    state, decision = ctl.decide(state, make_evaluation(2, time_s=145.0, throughput_rps=331.0), 145.0)
+    assert decision.action == "none" and state.steady_input.rose
+    jumped = make_evaluation(
+        2,
+        time_s=150.0,
+        congested=True,
+        throughput_rps=166.0,
+        input_rate_rps=787.0,
+        lag_records=5.7 * 787.0,
+        batch_cycle_s=3.4,
+    )
+    state, decision = ctl.decide(state, jumped, 150.0)
+    # By the rates alone a rise in steps (160 -> 331 -> 787), but nothing scaled out at 331.
+    assert state.steady_input.rose and state.steady_input.rose_before
+    # 787 / (183 x 0.8) = 5.4 -> 6, the count P2 keeps; the full drain: 4.8 + 1.2 -> 8.
+    assert decision.action == "scale_out" and decision.to_channels == 6, decision.reason
 
 
 def test_p6_drains_within_the_band_after_a_single_jump():
@@ -542,7 +583,9 @@ def test_a_layout_the_input_outgrew_scales_out_before_its_windows_refill():
     # Waiting two more periods for the windows cost that run 4,200 records of backlog and its
     # peak phase the SLO: 6 channels at 50 s could not drain what had piled up.
     ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
-    before = state_with(steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0, rose=True))
+    before = state_with(
+        steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0, rose=True), scaled_out_at_s=21.0
+    )
     state, decision = ctl.decide(before, the_first_period_after_settling_at_2_channels(796.0), 39.6)
     # No capacity known: the period's 175 rec/s a channel. 796 / (175 x 0.9) = 5.1 channels plus
     # all 7,506 records behind (an outpaced stage has none in flight) drained in 20 s = 2.1 -> 8
@@ -562,7 +605,9 @@ def test_an_outgrown_layout_without_a_saturated_estimate_is_sized_by_what_its_ch
     # with a backlog throughout 2 channels delivered 345 (each batch's fixed part included).
     ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
     before = state_with(
-        busy_rate_samples_rps=[247.0], steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0, rose=True)
+        busy_rate_samples_rps=[247.0],
+        steady_input=SteadyInput(since_s=21.0, low_rps=255.0, high_rps=255.0, rose=True),
+        scaled_out_at_s=21.0,
     )
     period = the_first_period_after_settling_at_2_channels(799.0, throughput_rps=delivered_rps)
     _, decision = ctl.decide(before, period, 40.7)
