@@ -24,7 +24,7 @@ period. The order of reasoning follows Gedik's flowchart:
    scale_out_utilization) plus what drains the backlog in drain_target_s, not just the next level;
    with drain_within_band, the drain only up to the level P2 would keep once the backlog is gone,
    unless the input rose out of its steady band in this very period, as a step of a rise in steps
-   whose previous step already needed a scale-out);
+   that already needed a scale-out);
 4. not congested: P2 (scale down to the lowest level whose estimated utilization fits, or, with
    no capacity measured yet, one level when most channels are underloaded; never into a level
    that history shows congested), else merge a lone underloaded channel; neither after a scale-out
@@ -105,22 +105,30 @@ class SteadyInput(BaseModel):
     """The band began with the input rising out of the one before."""
     rose_before: bool = False
     """The band before this one began with a rise too: the input has been rising in steps."""
-    before_since_s: float | None = None
-    """When the band before this one began (None for the first band)."""
+    rise_since_s: float | None = None
+    """When the rise this band is a step of began: the start of the first of the consecutive bands
+    each begun by a rise (this band's own start for a single jump; None unless the band rose)."""
 
     def after(self, rate_rps: float, now_s: float, change_factor: float) -> SteadyInput:
         """The band with this period's rate in it, or a new band from it if it leaves the band."""
         low, high = min(self.low_rps, rate_rps), max(self.high_rps, rate_rps)
         if high <= low * (1 + change_factor):
             return self.model_copy(update={"low_rps": low, "high_rps": high})
+        rose = rate_rps > self.high_rps
         return SteadyInput(
             since_s=now_s,
             low_rps=rate_rps,
             high_rps=rate_rps,
-            rose=rate_rps > self.high_rps,
+            rose=rose,
             rose_before=self.rose,
-            before_since_s=self.since_s,
+            rise_since_s=self._rise_since_s(now_s) if rose else None,
         )
+
+    def _rise_since_s(self, now_s: float) -> float:
+        """When a rise out of this band at `now_s` began: here, or where this band's own rise did."""
+        if not self.rose:
+            return now_s
+        return self.since_s if self.rise_since_s is None else self.rise_since_s
 
     def stepping_up_at(self, now_s: float) -> bool:
         """The input rose out of its band in this very period, and into that band by a rise too: a
@@ -637,7 +645,7 @@ class ScalingController:
     def _scale_out_level(self, ev: Evaluation, capacity_rps: float, stepping_up: bool) -> int:
         """The level P6 sizes for: the input at scale_out_utilization plus the backlog's drain, the
         drain capped (drain_within_band) at the level P2 keeps at this input once it is drained,
-        unless the input has just stepped up in a rise in steps whose previous step outgrew the
+        unless the input has just stepped up in a rise in steps that has already outgrown the
         stage (`_stepping_up`: the channels beyond the band carry the rise's next step)."""
         rate = ev.input_rate_rps
         sized = self.levels.level_covering(
@@ -908,16 +916,15 @@ class ScalingController:
 
 def _stepping_up(state: ControllerState, now_s: float) -> bool:
     """The input stepped up in this period, in a rise in steps (`SteadyInput.stepping_up_at`)
-    whose last step outgrew the stage: a scale-out was decided while the input held the band it
-    has just left. Only then is the next step evidence of one the stage cannot carry either. A
-    step the stage absorbed says nothing of the next, and a period that straddles a single jump
-    reads as exactly such a step: its blend of the rates before and after (square's 160 -> 800
-    read 331 for one period) opens a band of its own, which the jump's full rate then leaves."""
+    that has already outgrown the stage: a scale-out was decided since the rise began. Only then
+    is the next step evidence of one the stage cannot carry either. Steps the stage absorbed say
+    nothing of the next, and a period that straddles a single jump reads as exactly such a step:
+    its blend of the rates before and after (square's 160 -> 800 read 331 for one period) opens a
+    band of its own, which the jump's full rate then leaves."""
     steady = state.steady_input
-    if steady is None or not steady.stepping_up_at(now_s):
+    if steady is None or steady.rise_since_s is None or not steady.stepping_up_at(now_s):
         return False
-    scaled_out_at = state.scaled_out_at_s
-    return scaled_out_at is not None and steady.before_since_s is not None and scaled_out_at >= steady.before_since_s
+    return state.scaled_out_at_s is not None and state.scaled_out_at_s >= steady.rise_since_s
 
 
 def _backlog(ev: Evaluation, rate_rps: float) -> float:

@@ -196,8 +196,8 @@ class ControllerOptions(_Options):
         False,
         description="P6 drains the backlog only with channels P2 would keep at the same input (at most the count "
         "scale_in_utilization needs): more are scaled back in once the backlog is gone, a reversal planned at "
-        "the scale-out; not in a period the input rose in after rising into its band with a step that needed a "
-        "scale-out (a rise in steps uses them for its next step; a single jump has none). False: as many as "
+        "the scale-out; not in a period the input rose in after rising into its band, in a rise that already needed "
+        "a scale-out (a rise in steps uses them for its next step; a single jump has none). False: as many as "
         "draining in drain_target_s needs.",
     )
     scale_in_input_periods: int | None = Field(

@@ -496,16 +496,38 @@ def test_p6_drains_beyond_the_band_in_a_step_of_a_rise_in_steps():
     assert not state.steady_input.stepping_up_at(100.0) and decision.to_channels == 16
 
 
-@pytest.mark.parametrize(("scaled_out_at_s", "to_channels"), [(90.0, 24), (None, 16), (85.0, 16)])
-def test_p6_drains_beyond_the_band_only_when_the_step_before_outgrew_the_stage(scaled_out_at_s, to_channels):
-    # The band the input leaves began with a rise: a rise in steps by its rates. Only a scale-out
-    # decided while the input held that band (since 90 s) makes its next step evidence of one the
-    # stage cannot carry; a step absorbed without one (no scale-out, or one before it) is not.
+@pytest.mark.parametrize(
+    ("rise_since_s", "scaled_out_at_s", "to_channels"),
+    [
+        (None, 90.0, 24),  # the rise began with the band the input leaves, which needed a scale-out
+        (None, None, 16),  # a step the stage absorbed
+        (None, 85.0, 16),  # a scale-out before the rise began
+        (80.0, 85.0, 24),  # in an earlier step of the same rise
+    ],
+)
+def test_p6_drains_beyond_the_band_only_in_a_rise_that_already_outgrew_the_stage(
+    rise_since_s, scaled_out_at_s, to_channels
+):
+    # The band the input leaves (since 90 s) began with a rise: a rise in steps by its rates. Only a
+    # scale-out decided since the rise began makes its next step evidence of one the stage cannot
+    # carry; steps absorbed without one are not.
     band = controller(scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True)
     state = input_held_since_90_s_at(5e3, rose=True, scaled_out_at_s=scaled_out_at_s)
-    state, decision = band.decide(state, twelve_channels_behind(), 100.0)
-    assert state.steady_input.stepping_up_at(100.0) and state.steady_input.before_since_s == 90.0
+    rising = state.steady_input.model_copy(update={"rise_since_s": rise_since_s})
+    state, decision = band.decide(state.model_copy(update={"steady_input": rising}), twelve_channels_behind(), 100.0)
+    assert state.steady_input.stepping_up_at(100.0)
+    assert state.steady_input.rise_since_s == (90.0 if rise_since_s is None else rise_since_s)
     assert decision.to_channels == to_channels, decision.reason
+
+
+def test_a_band_remembers_when_its_rise_began():
+    valley = SteadyInput(since_s=0.0, low_rps=40.0, high_rps=40.0)
+    first = valley.after(255.0, 21.0, 0.15)
+    second = first.after(531.0, 31.0, 0.15)
+    assert (first.rise_since_s, second.rise_since_s) == (21.0, 21.0)
+    assert second.after(540.0, 36.0, 0.15).rise_since_s == 21.0  # the same band
+    fell = second.after(300.0, 41.0, 0.15)
+    assert fell.rise_since_s is None and fell.after(800.0, 46.0, 0.15).rise_since_s == 46.0
 
 
 def test_a_period_that_straddles_a_single_jump_is_not_a_step_of_a_rise():
