@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from pipelines.settings import KafkaConnection, kafka_connection
+
+if TYPE_CHECKING:  # pandas (~2 s to import) loads only where a check runs, not in every run worker
+    import pandas as pd
 
 DLQ_COLUMNS = ["reason", "source_topic", "source_partition", "source_offset", "batch_id", "timestamp_ms"]
 
@@ -43,6 +45,7 @@ def read_dead_letters(
     bootstrap: KafkaConnection | str, topic: str, since_ms: int, cap: int = 10_000, timeout_ms: int = 10_000
 ) -> DeadLetterSample:
     """The dead letters that arrived at or after `since_ms` (Kafka record time)."""
+    import pandas as pd
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(

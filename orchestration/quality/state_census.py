@@ -14,15 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from elasticity.hashing import hash_str
 from elasticity.layout import Layout
 from elasticity.migration.registry import LayoutRegistry
 from elasticity.operators.timers import TIMER_PREFIX
 from elasticity.state import BytesCodec, HistoryBackend, Int64Codec, Location
+
+if TYPE_CHECKING:  # pandas (~2 s to import) loads only where a check runs, not in every run worker
+    import pandas as pd
 
 CENSUS_COLUMNS = ["key", "channel", "routed_channel", "stored_hash", "key_hash", "value"]
 
@@ -60,6 +63,8 @@ def owner_key(key: str) -> str:
 
 
 def _rows_of(store, layout: Layout, value_of: ValueOf) -> pd.DataFrame:
+    import pandas as pd
+
     entries = store.entries()
     keys = entries["key"].to_pylist()
     values = [value_of(v) for v in entries["value"].to_pylist()]
@@ -86,6 +91,8 @@ def take_census(
     `batch_complete(b)` says whether the stream finished writing batch b's results; if the newest
     batch is not complete yet (a stream mid-batch), the census is taken one batch earlier.
     """
+    import pandas as pd
+
     layout = LayoutRegistry(Location.of(elastic_root)).committed()
     backend = HistoryBackend(BytesCodec(), durable=elastic_root)
     channels = sorted(set(layout.channels) | set(backend.channels()))

@@ -12,9 +12,7 @@ altered key after the rescale makes the sums (and the per-key values) differ.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from elasticity.state import Location
 from orchestration.names import state_suite_name
@@ -25,6 +23,9 @@ from pipelines.batch.pipelines import BatchPipeline
 from pipelines.jobs.keys import SEPARATOR
 from pipelines.streams.compaction import compacted_upto
 from pipelines.streams.spec import StreamSpec
+
+if TYPE_CHECKING:  # pandas (~2 s to import) loads only where a check runs, not in every run worker
+    import pandas as pd
 
 
 @dataclass
@@ -43,6 +44,8 @@ class StateCheck:
 
 def _state_keys(pipeline: BatchPipeline, rows: pd.DataFrame) -> pd.Series:
     """The elastic stage's key of each results row (see `pipelines.streams.jobs`)."""
+    import pandas as pd
+
     if pipeline.window_columns is None:
         return rows[pipeline.key_columns[0]].astype(str)
     start = pd.to_datetime(rows[pipeline.window_columns[0]], utc=True)
@@ -68,6 +71,7 @@ def results_state(pipeline: BatchPipeline, results_table: str, batch: int) -> pd
 
     Read with pyarrow, not Spark: the check then runs inside a rescale run without starting a JVM.
     """
+    import pandas as pd
     import pyarrow.dataset as ds
 
     columns = [*pipeline.key_columns, "count", "batch_id"]

@@ -132,7 +132,10 @@ class Stack:
 def stream_run_config(topic: str) -> dict:
     config = {
         "channels": CHANNELS,
-        "trigger_seconds": 1.0,
+        # A batch every 2 s, not every second: the stream then leaves a core to the runs the tests
+        # launch (each a fresh process importing the code location), and a rescale still waits at
+        # most one trigger for its batch boundary.
+        "trigger_seconds": 2.0,
         "max_offsets_per_trigger": 2000,
         "observe_every_s": 3.0,
         "input_topic": topic,
