@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from elasticity.control.decision import Action, Decision
 from elasticity.control.levels import Levels
 from elasticity.control.options import ControllerOptions
-from elasticity.control.signals import Evaluation
+from elasticity.control.signals import Evaluation, FloatArray
 
 WorkloadChange = Literal["up", "down", "unknown"]
 
@@ -597,21 +597,33 @@ class ScalingController:
         return self._hot_by_work(ev)
 
     def _hot_by_work(self, ev: Evaluation) -> tuple[int, str] | None:
-        """The channel busy `skew_busy_ratio` times as long as the median other, if a split can
-        divide its work (no single key carries most of it)."""
+        """The busiest channel, if it did `skew_busy_ratio` times the work of the median other,
+        measured by busy time or by records processed, and a split can divide its work (no
+        single key carries most of it).
+
+        Records count as well as busy time because a busy share cannot pass 1: a hot channel busy
+        throughout reads 1.0 however much more it was given, while every batch's fixed work (more
+        of it on a loaded host) stretches the other channels' busy time: a channel given 70% of
+        the records, busy throughout, against another busy 70% of the time reads a ratio of 1.4,
+        though it processed 2.3 times the other's records."""
         if ev.busy_share is None:
             return None
         channel = int(np.argmax(ev.busy_share))
         others = float(np.median(np.delete(ev.busy_share, channel)))
         busy = float(ev.busy_share[channel])
-        if busy <= 0 or busy < self.options.skew_busy_ratio * others:
+        if busy <= 0:
+            return None
+        by_time = busy >= self.options.skew_busy_ratio * others
+        records = ev.channel_throughput_rps
+        records_ratio = _ratio_to_median_other(records, channel) if records is not None else 0.0
+        if not by_time and records_ratio < self.options.skew_busy_ratio:
             return None
         top_key = float(ev.top_key_share[channel]) if ev.top_key_share is not None else 0.0
         if top_key > self.options.split_max_top_key_share:
             return None  # one key's work: a split would move it whole to one half
         evidence = (
-            f"channel {channel} was busy {busy:.0%} of the time, the median other channel {others:.0%} "
-            f"(its most frequent key {top_key:.0%} of its records)"
+            f"channel {channel} was busy {busy:.0%} of the time, the median other channel {others:.0%}, "
+            f"and processed {records_ratio:.1f}x its records (its most frequent key {top_key:.0%} of its records)"
         )
         return channel, evidence
 
@@ -925,6 +937,15 @@ def _stepping_up(state: ControllerState, now_s: float) -> bool:
     if steady is None or steady.rise_since_s is None or not steady.stepping_up_at(now_s):
         return False
     return state.scaled_out_at_s is not None and state.scaled_out_at_s >= steady.rise_since_s
+
+
+def _ratio_to_median_other(values: FloatArray, channel: int) -> float:
+    """`values[channel]` over the median of the other channels' values (inf when that is 0)."""
+    others = float(np.median(np.delete(values, channel)))
+    mine = float(values[channel])
+    if others <= 0:
+        return math.inf if mine > 0 else 0.0
+    return mine / others
 
 
 def _backlog(ev: Evaluation, rate_rps: float) -> float:

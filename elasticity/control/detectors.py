@@ -280,6 +280,12 @@ class SignalWindows:
         filled = max(1, min(self.periods_seen, self.busy.shape[0]))
         return np.asarray(self.busy[-filled:].mean(axis=0), dtype=np.float64)
 
+    def channel_throughput(self) -> FloatArray:
+        """Per channel, its mean throughput over the periods `busy_share` covers (as far as the
+        throughput window reaches back)."""
+        filled = max(1, min(self.periods_seen, self.latency.shape[0], self.throughput.shape[0]))
+        return np.asarray(self.throughput[-filled:].mean(axis=0), dtype=np.float64)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "channels": self.channels,
@@ -449,6 +455,7 @@ def evaluate(
         outpaced=outpaced,
         rescale_pause_s=windows.pause_s,
         busy_share=windows.busy_share(),
+        channel_throughput_rps=windows.channel_throughput(),
         top_key_share=snapshot.top_key_share,
         batch_cycle_s=snapshot.batch_cycle_s,
     )

@@ -230,9 +230,10 @@ class ControllerOptions(_Options):
     skew_busy_ratio: float = Field(
         1.5,
         gt=1,
-        description="Split the channel busy at least this many times as long as the median other channel over the "
-        "overload window, even when every channel's probes are late (micro-batches wait for their slowest task, "
-        "so lateness spreads to all channels): the congestion is that channel's keys.",
+        description="Split the busiest channel when it was busy, or processed records, at least this many times as "
+        "much as the median other channel over the overload window, even when every channel's probes are late "
+        "(micro-batches wait for their slowest task, so lateness spreads to all channels): the congestion is that "
+        "channel's keys.",
     )
     split_max_top_key_share: float = Field(
         0.5,

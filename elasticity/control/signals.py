@@ -164,6 +164,8 @@ class Evaluation:
     rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
     busy_share: per channel, the mean share of the periods in the overload window it spent
         processing (None when the snapshots carry no busy shares).
+    channel_throughput_rps: per channel, its mean throughput over the periods `busy_share` covers
+        (None where the evaluation was built without windows).
     top_key_share: per channel, the newest period's share of its records on its most frequent key.
     batch_cycle_s: the newest period's micro-batch cycle (`MetricsSnapshot.batch_cycle_s`).
     """
@@ -192,6 +194,7 @@ class Evaluation:
     outpaced: bool = False
     rescale_pause_s: float = 0.0
     busy_share: FloatArray | None = None
+    channel_throughput_rps: FloatArray | None = None
     top_key_share: FloatArray | None = None
     batch_cycle_s: float | None = None
 

@@ -37,6 +37,7 @@ def make_evaluation(
     top_key_share: Sequence[float] | None = None,
     busy_rate_rps: float | None = None,
     batch_cycle_s: float | None = None,
+    channel_throughput_rps: Sequence[float] | None = None,
 ) -> Evaluation:
     """An evaluation as the detectors would produce it; per-channel arrays follow the given sets."""
     over = np.zeros(channels, dtype=bool)
@@ -77,6 +78,9 @@ def make_evaluation(
         outpaced=outpaced,
         rescale_pause_s=rescale_pause_s,
         busy_share=None if busy_share is None else np.asarray(busy_share, dtype=float),
+        channel_throughput_rps=per_channel
+        if channel_throughput_rps is None
+        else np.asarray(channel_throughput_rps, dtype=float),
         top_key_share=None if top_key_share is None else np.asarray(top_key_share, dtype=float),
         batch_cycle_s=batch_cycle_s,
     )

@@ -256,6 +256,26 @@ def test_split_the_channel_doing_most_of_the_work_when_every_channel_is_late():
     assert "busy 98% of the time" in decision.reason and "skew" in decision.reason
 
 
+def test_split_the_channel_given_most_records_when_its_busy_share_is_capped():
+    # A loaded host: the hot channel is busy throughout (a share cannot pass 1) and every batch's
+    # fixed work keeps the other busy 70% of the time, a busy-time ratio of 1.4; the records each
+    # processed keep the key skew's ratio (70% of them against 30%).
+    ev = make_evaluation(
+        2, congested=True, overloaded=range(2), busy_share=[1.0, 0.7], channel_throughput_rps=[280.0, 120.0]
+    )
+    _, decision = controller().decide(state_with(), ev, 100.0)
+    assert decision.action == "split" and decision.channel == 0 and decision.to_channels == 3
+    assert "processed 2.3x its records" in decision.reason
+
+
+def test_no_split_when_neither_busy_time_nor_records_single_out_a_channel():
+    ev = make_evaluation(
+        2, congested=True, overloaded=range(2), busy_share=[1.0, 0.7], channel_throughput_rps=[210.0, 190.0]
+    )
+    _, decision = controller().decide(state_with(), ev, 100.0)
+    assert decision.action == "scale_out"
+
+
 @pytest.mark.parametrize(
     ("busy_share", "top_key_share"),
     [
