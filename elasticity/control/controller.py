@@ -373,14 +373,13 @@ class ScalingController:
                 now_s, channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {}
             )
         if evaluation.settling:
-            return state, self._none(
-                now_s,
-                channels,
-                "settling",
+            settling = (
                 f"the last rescale paused processing ({evaluation.rescale_pause_s:.1f} s so far); its pause and the "
-                "settling after it are not evidence",
-                {},
+                "settling after it are not evidence"
+                if evaluation.after_rescale
+                else "the stage has processed nothing since it started (a cold start); those periods are not evidence"
             )
+            return state, self._none(now_s, channels, "settling", settling, {})
         if not evaluation.ready_up:
             if self._outgrown(evaluation):
                 return self._scale_out_outgrown(state, evaluation, now_s)

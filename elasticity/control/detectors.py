@@ -197,6 +197,7 @@ class SignalWindows:
     resumed_at_s: float | None = None  # the first snapshot of this layout after the pause
     pause_s: float = 0.0  # measured pause of the rescale that made this layout
     settle_until_s: float | None = None  # snapshots up to this time are settling (masked)
+    started_at_s: float | None = None  # the first layout's first snapshot (its cold start is masked)
 
     @classmethod
     def empty(cls, channels: int, layout_epoch: int, options: ControlOptions) -> SignalWindows:
@@ -226,12 +227,13 @@ class SignalWindows:
         (measured from the old layout's last snapshot to the newest such period, so at the
         sampling resolution); the first period that processed something still holds the end of
         the pause and is masked too, and so are the periods up to `settle_pause_factor` x the
-        pause (or `settle_min_s`) after it. A first layout (no change seen) is never masked.
+        pause (or `settle_min_s`) after it. A first layout (no change seen) has a cold start
+        instead (`_settle_first_layout`).
         """
         at = snapshot.time_s
         timed = replace(self, last_time_s=at, last_lag_records=snapshot.total_lag_records)
         if self.rescaled_at_s is None:
-            return timed, False
+            return self._settle_first_layout(timed, snapshot, options)
         if self.resumed_at_s is None:
             idle = snapshot.total_throughput_rps <= 0
             if idle and at - self.rescaled_at_s <= options.max_pause_s:
@@ -244,6 +246,25 @@ class SignalWindows:
             return replace(timed, resumed_at_s=at, pause_s=pause, settle_until_s=at + settle), True
         masked = self.settle_until_s is not None and at <= self.settle_until_s
         return timed, masked
+
+    def _settle_first_layout(
+        self, timed: SignalWindows, snapshot: MetricsSnapshot, options: SettlingOptions
+    ) -> tuple[SignalWindows, bool]:
+        """The first layout's cold start: until a period first processes something, a period in
+        which work waited (input or lag) but nothing was processed is masked, for at most
+        `max_pause_s` after the first snapshot. Its first batches run on cold workers, and one with
+        data can outlast several periods: judged, those periods read as a congested stage that
+        does nothing (a scale-out, where a loaded host's Zipf load needed a split). A period with
+        nothing to do is judged: an idle stage may be scaled in."""
+        at = snapshot.time_s
+        started = at if self.last_time_s is None else self.started_at_s
+        timed = replace(timed, started_at_s=started)
+        if self.resumed_at_s is not None or started is None:  # None: a cursor from before this field
+            return timed, False
+        if snapshot.total_throughput_rps > 0:
+            return replace(timed, resumed_at_s=at), False
+        waiting = snapshot.total_lag_records > 0 or snapshot.input_rate_rps > 0
+        return timed, waiting and at - started <= options.max_pause_s
 
     def matches(self, snapshot: MetricsSnapshot) -> bool:
         """Whether the snapshot belongs to the same layout (same channel count and epoch)."""
@@ -307,6 +328,7 @@ class SignalWindows:
             "resumed_at_s": self.resumed_at_s,
             "pause_s": self.pause_s,
             "settle_until_s": self.settle_until_s,
+            "started_at_s": self.started_at_s,
         }
 
     @classmethod
@@ -332,6 +354,7 @@ class SignalWindows:
             resumed_at_s=_optional_float(data.get("resumed_at_s")),
             pause_s=float(data.get("pause_s", 0.0)),
             settle_until_s=_optional_float(data.get("settle_until_s")),
+            started_at_s=_optional_float(data.get("started_at_s")),
         )
         expected = cls.empty(channels, windows.layout_epoch, options)
         if any(

@@ -715,9 +715,20 @@ def test_a_rescale_in_flight_is_answered_by_no_other_decision_until_it_lands_or_
 
 
 def test_a_settling_period_is_no_evidence_and_no_decision():
-    ev = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=0.0, settling=True, rescale_pause_s=5.0)
+    ev = make_evaluation(
+        8,
+        congested=True,
+        overloaded=range(8),
+        throughput_rps=0.0,
+        settling=True,
+        after_rescale=True,
+        rescale_pause_s=5.0,
+    )
     state, decision = controller().decide(state_with({4: (4000.0, True)}), ev, 100.0)
     assert decision.action == "none" and decision.rule == "settling" and "5.0 s" in decision.reason
+    cold = make_evaluation(8, congested=True, overloaded=range(8), throughput_rps=0.0, settling=True)
+    _, decision = controller().decide(state_with(), cold, 100.0)
+    assert decision.rule == "settling" and "cold start" in decision.reason
     assert set(state.history) == {lvl(4)} and state.capacity_floor_rps is None
 
 

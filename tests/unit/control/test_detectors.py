@@ -16,6 +16,7 @@ from elasticity.control.detectors import (
     update_peaks,
 )
 from elasticity.control.options import CongestionOptions, ControlOptions, OverloadOptions, UnderloadOptions
+from elasticity.control.signals import MetricsSnapshot
 from tests.fakes.control import make_snapshot
 
 OPTIONS = ControlOptions(
@@ -34,6 +35,15 @@ def run(snapshots):
     for snapshot in snapshots:
         windows, ev = evaluate(windows, snapshot, OPTIONS)
     return windows, ev
+
+
+def run_each(snapshots):
+    """The windows after the last snapshot, and every snapshot's evaluation."""
+    windows, evaluations = None, []
+    for snapshot in snapshots:
+        windows, ev = evaluate(windows, snapshot, OPTIONS)
+        evaluations.append(ev)
+    return windows, evaluations
 
 
 def test_late_share_counts_slow_and_timed_out_probes():
@@ -229,10 +239,46 @@ def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
     assert evs[-1].ready_up and evs[-1].congested
 
 
-def test_the_first_layout_is_never_masked_even_before_its_first_batch_finished():
-    # The CI sequence: one channel overloaded before its first loaded batch finished (0 processed).
-    _, ev = run([make_snapshot(t, [2.0 + 2 * t], [0.0], input_rate_rps=294.0, lag=1500.0 * (t + 1)) for t in range(4)])
+def cold_start(periods: int, processed_from: int, input_rps: float = 294.0) -> list[MetricsSnapshot]:
+    """One channel's first layout: nothing processed before `processed_from`, 300 rec/s after."""
+    return [
+        make_snapshot(
+            t,
+            [2.0 + 2 * t],
+            [0.0 if t < processed_from else 300.0],
+            input_rate_rps=input_rps,
+            lag=1500.0 * (t + 1) if input_rps else 0.0,
+        )
+        for t in range(periods)
+    ]
+
+
+def test_the_first_layouts_cold_start_is_masked_until_a_period_processes_something():
+    # A loaded host's first batch with data outlasted three periods (0 processed, the lag growing):
+    # judged, that read as a congested stage; it is the cold start, like a rescale's pause.
+    need = max(OPTIONS.overload.reaction_time, OPTIONS.congestion.window)  # periods before ready_up
+    windows, evs = run_each(cold_start(3 + need + 1, processed_from=3))
+    assert [ev.settling for ev in evs] == [True] * 3 + [False] * (need + 1)
+    assert [ev.ready_up for ev in evs] == [False] * (3 + need - 1) + [True] * 2
+    assert not any(ev.after_rescale for ev in evs)
+    assert windows.periods_seen == need + 1 and windows.throughput[-(need + 1) :].min() == 300.0
+    assert SignalWindows.from_dict(windows.to_dict(), OPTIONS).started_at_s == 0.0
+
+
+def test_a_first_layout_that_processes_nothing_beyond_max_pause_is_judged():
+    # One channel overloaded before its first loaded batch finished: after max_pause_s (3 s here)
+    # the stall is evidence, and the stage is congested.
+    options = OPTIONS.model_copy(update={"settling": OPTIONS.settling.model_copy(update={"max_pause_s": 3.0})})
+    windows = None
+    for snapshot in cold_start(8, processed_from=99):
+        windows, ev = evaluate(windows, snapshot, options)
     assert not ev.settling and ev.ready_up and ev.congested and not ev.after_rescale
+
+
+def test_a_first_layout_with_nothing_to_do_is_judged_not_masked():
+    # No input and no lag: an idle stage, not a cold one (it may be scaled in).
+    _, evs = run_each(cold_start(4, processed_from=99, input_rps=0.0))
+    assert not any(ev.settling for ev in evs) and evs[-1].ready_up
 
 
 def test_a_period_is_saturated_only_with_a_backlog_throughout_that_does_not_shrink():

@@ -7,7 +7,7 @@ import pytest
 from elasticity.control.clock import ManualClock, SystemClock
 from elasticity.control.decision import Decision
 from elasticity.control.loop import ElasticLoop, LoopState, RecordingRealizer
-from elasticity.control.options import ControllerOptions, ControlOptions
+from elasticity.control.options import ControllerOptions, ControlOptions, SettlingOptions
 from tests.fakes.control import ScriptedCollector, make_snapshot
 
 OPTIONS = ControlOptions(controller=ControllerOptions(max_channels=64, cooldown_s=5.0))
@@ -113,17 +113,20 @@ def test_a_loop_restored_from_its_cursor_every_tick_decides_as_a_long_running_on
 
 
 def test_a_load_that_falls_while_a_scale_out_settles_is_scaled_back_in():
-    # 1 channel overloaded under 294 rec/s before its first loaded batch finished (nothing
-    # processed yet); then at 2 channels the backlog drains and only 20 rec/s arrive.
-    options = ControlOptions(controller=ControllerOptions(max_channels=6, cooldown_s=5.0))
-    one = [make_snapshot(float(t), [2.0 + 2 * t], [0.0], input_rate_rps=294.0, lag=1500.0 * (t + 1)) for t in range(6)]
+    # 1 channel overloaded under 294 rec/s, its first loaded batch stalled past max_pause_s (3 s
+    # here; nothing processed, so judged from t=4 on); then at 2 channels the backlog drains and
+    # only 20 rec/s arrive.
+    options = ControlOptions(
+        controller=ControllerOptions(max_channels=6, cooldown_s=5.0), settling=SettlingOptions(max_pause_s=3.0)
+    )
+    one = [make_snapshot(float(t), [2.0 + 2 * t], [0.0], input_rate_rps=294.0, lag=1500.0 * (t + 1)) for t in range(8)]
     drain = [
         make_snapshot(
-            6.0 + t, [8.0 - 3 * t] * 2, [190.0] * 2, input_rate_rps=20.0, lag=4000.0 / (t + 1), layout_epoch=1
+            8.0 + t, [8.0 - 3 * t] * 2, [190.0] * 2, input_rate_rps=20.0, lag=4000.0 / (t + 1), layout_epoch=1
         )
         for t in range(2)
     ]
-    low = [make_snapshot(8.0 + t, [0.2] * 2, [10.0] * 2, input_rate_rps=20.0, layout_epoch=1) for t in range(40)]
+    low = [make_snapshot(10.0 + t, [0.2] * 2, [10.0] * 2, input_rate_rps=20.0, layout_epoch=1) for t in range(40)]
     state = LoopState.from_json(None, options)
     rescales = []
     for snapshot in one + drain + low:
