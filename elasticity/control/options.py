@@ -120,7 +120,8 @@ class SettlingOptions(_Options):
         60.0,
         gt=0,
         description="After a layout change, periods in which the stage processed nothing are the rescale's pause "
-        "(masked) for at most this long after the old layout's last period; a stage idle longer is judged (stalled).",
+        "(masked) for at most this long after the old layout's last period; a stage idle longer is judged (stalled). "
+        "The same bound holds for a first layout's cold start (work waiting, nothing processed yet).",
     )
     settle_pause_factor: float = Field(
         1.0,
