@@ -30,20 +30,19 @@ STREAM_CONGESTION = OPTIONS.congestion.model_copy(
 """Congestion as the sensor policy sets it for a stream with a 15 s SLO."""
 
 
-def run(snapshots):
-    windows, ev = None, None
-    for snapshot in snapshots:
-        windows, ev = evaluate(windows, snapshot, OPTIONS)
-    return windows, ev
-
-
-def run_each(snapshots):
+def run_each(snapshots, options: ControlOptions = OPTIONS):
     """The windows after the last snapshot, and every snapshot's evaluation."""
     windows, evaluations = None, []
     for snapshot in snapshots:
-        windows, ev = evaluate(windows, snapshot, OPTIONS)
+        windows, ev = evaluate(windows, snapshot, options)
         evaluations.append(ev)
     return windows, evaluations
+
+
+def run(snapshots):
+    """The windows and the evaluation after the last snapshot."""
+    windows, evaluations = run_each(snapshots)
+    return windows, evaluations[-1]
 
 
 def test_late_share_counts_slow_and_timed_out_probes():
@@ -269,9 +268,8 @@ def test_a_first_layout_that_processes_nothing_beyond_max_pause_is_judged():
     # One channel overloaded before its first loaded batch finished: after max_pause_s (3 s here)
     # the stall is evidence, and the stage is congested.
     options = OPTIONS.model_copy(update={"settling": OPTIONS.settling.model_copy(update={"max_pause_s": 3.0})})
-    windows = None
-    for snapshot in cold_start(8, processed_from=99):
-        windows, ev = evaluate(windows, snapshot, options)
+    _, evs = run_each(cold_start(8, processed_from=99), options)
+    ev = evs[-1]
     assert not ev.settling and ev.ready_up and ev.congested and not ev.after_rescale
 
 
