@@ -25,7 +25,7 @@ from orchestration.names import (
     stream_job_name,
 )
 from tests.browser.stack import ENDED, STREAM, Stack, wait_for
-from tests.browser.ui import launch_from_launchpad, metadata_value, open_skipped_tick_citing, switch_sensor
+from tests.browser.ui import launch_from_launchpad, metadata_value, open_skipped_tick_citing, parked, switch_sensor
 from tests.e2e.test_elasticity_stack import sensor_ticks
 
 pytestmark = [pytest.mark.browser, pytest.mark.ends_stream, pytest.mark.timeout(1800)]
@@ -55,7 +55,8 @@ def scale_from_the_launchpad(page, shoot, stack: Stack) -> None:
         f"      target: {{op: scale_to, channels: {target}}}\n      reason: a newcomer's first rescale\n"
     )
     run_id = launch_from_launchpad(page, resize_job_name(STREAM), config)
-    assert stack.wait_for_status(run_id, ENDED, timeout_s=SCALED_WITHIN_S) == "SUCCESS"
+    with parked(page):
+        assert stack.wait_for_status(run_id, ENDED, timeout_s=SCALED_WITHIN_S) == "SUCCESS"
     page.goto(f"/assets/{LAYOUT_ASSET}?view=events")
     expect(page.get_by_text("Materialized in run").first).to_be_visible()
     assert metadata_value(page, "channels_after") == str(target)
@@ -72,7 +73,8 @@ def change_the_slo(page, shoot, stack: Stack) -> None:
         f"      slo_s: {NEW_SLO_S}\n      auto_rescale: false\n      note: a newcomer's SLO\n"
     )
     run_id = launch_from_launchpad(page, policy_job_name(STREAM), config)
-    assert stack.wait_for_status(run_id, ENDED, timeout_s=480) == "SUCCESS"
+    with parked(page):
+        assert stack.wait_for_status(run_id, ENDED, timeout_s=480) == "SUCCESS"
     page.goto(f"/assets/{POLICY_ASSET}?view=events")
     expect(page.get_by_text("Materialized in run").first).to_be_visible()
     assert float(metadata_value(page, "slo_ms").replace(",", "")) == NEW_SLO_S * 1000
@@ -83,13 +85,13 @@ def see_the_new_slo_cited(page, shoot, stack: Stack) -> None:
     cited = slo_text(ElasticityPolicy(slo_s=NEW_SLO_S))
     switch_sensor(page, SENSOR, running=True)
     try:
-        wait_for(
-            f"a tick whose reason cites {cited}",
-            lambda: any(cited in (t["skipReason"] or "") for t in sensor_ticks(stack.port, SENSOR)),
-            300,
-            poll_s=5,
-        )
-        page.reload()
+        with parked(page):  # back on the sensor's page, freshly loaded, once the tick is there
+            wait_for(
+                f"a tick whose reason cites {cited}",
+                lambda: any(cited in (t["skipReason"] or "") for t in sensor_ticks(stack.port, SENSOR)),
+                300,
+                poll_s=5,
+            )
         dialog = open_skipped_tick_citing(page, cited)
         shoot("newcomer-slo-cited")
         dialog.get_by_role("button", name="Close").click()
@@ -100,8 +102,9 @@ def see_the_new_slo_cited(page, shoot, stack: Stack) -> None:
 def stop_the_stream(page, shoot, stack: Stack) -> None:
     config = f"ops:\n  stop_{STREAM}_stream:\n    config:\n      note: the newcomer is done\n"
     run_id = launch_from_launchpad(page, stop_job_name(STREAM), config)
-    assert stack.wait_for_status(run_id, ENDED, timeout_s=480) == "SUCCESS"
-    assert stack.wait_for_status(stack.stream_run_id, ENDED, timeout_s=240) == "CANCELED"
+    with parked(page):
+        assert stack.wait_for_status(run_id, ENDED, timeout_s=480) == "SUCCESS"
+        assert stack.wait_for_status(stack.stream_run_id, ENDED, timeout_s=240) == "CANCELED"
     page.goto(f"/locations/esp/jobs/{stream_job_name(STREAM)}/runs")
     expect(page.get_by_text(re.compile("Canceled", re.IGNORECASE)).first).to_be_visible()
     shoot("newcomer-stream-stopped")

@@ -24,7 +24,7 @@ from orchestration.names import (
 from pipelines.streams.names import daily_table_path, elastic_path
 from tests.browser.bronze import DAYS, LINES, write_bronze
 from tests.browser.stack import ENDED, STREAM, Stack, wait_for
-from tests.browser.ui import launch_from_launchpad, metadata_value
+from tests.browser.ui import launch_from_launchpad, metadata_value, parked
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(2400)]  # runs start slowly on a loaded machine
 
@@ -68,7 +68,8 @@ def test_rescales_launched_from_the_launchpad_complete(page, shoot, stack):
 def rescale(page, shoot, stack: Stack, name: str, target: str, dry_run: bool = False) -> tuple[int, ...]:
     """One resize run launched from the launchpad, completed; the committed layout's channels after it."""
     run_id = launch_from_launchpad(page, RESIZE_JOB, resize_yaml(target, dry_run))
-    status = stack.wait_for_status(run_id, ENDED, timeout_s=480)
+    with parked(page):
+        status = stack.wait_for_status(run_id, ENDED, timeout_s=480)
     assert status == "SUCCESS", f"{name}: run {run_id} ended {status}"
     expect(page.get_by_text("Success", exact=True).first).to_be_visible()
     shoot(name)
@@ -90,7 +91,8 @@ def test_backfill_of_two_days_launched_from_the_ui(page, shoot, stack):
     page.goto(f"/runs/b/{backfill_id}")
     expect(page.get_by_text(f"{DAYS[0].isoformat()}...{DAYS[1].isoformat()}")).to_be_visible()
     shoot("backfill-running")
-    wait_for("both days recomputed", lambda: _days_written(stack.stream_root), 900, poll_s=3)
+    with parked(page):
+        wait_for("both days recomputed", lambda: _days_written(stack.stream_root), 900, poll_s=3)
     expect(page.get_by_text("100% completed").first).to_be_visible(timeout=300_000)
     shoot("backfill-completed")
     for day, lines in LINES.items():

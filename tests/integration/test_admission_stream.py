@@ -23,7 +23,8 @@ from tests.integration.streams import (
 )
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+# `make test-long`: about 2.5 minutes on a slow 2-core machine, and admission control is off by default.
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 NAME = "admission"
 

@@ -22,7 +22,8 @@ from tests.integration.streams import (
 )
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.integration
+# `make test-long`: about 2.5 minutes on a slow 2-core machine, and the per-channel cap is off by default.
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 NAME = "channelcap"
 PER_CHANNEL = 300
