@@ -26,7 +26,7 @@ help:
 	@echo "make lint   ruff (lint + format check) over the project, mypy over the typed packages"
 	@echo "make chromium  install Debian's Chromium for the browser tests when it is missing"
 	@echo "make test-browser  only the real-browser tests of the Dagster UI (Chromium + Playwright; make test runs them too)"
-	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run)"
+	@echo "make test-long  the minutes-long suites (Dagster daemon / code server killed under a resize run, the SIGKILL matrix, admission and per-channel cap streams)"
 	@echo "make test-cluster  the cluster profile: both pipelines on 3-node Kafka + Spark standalone + object store, executors following channels 2-4-2, a worker and a broker SIGKILLed; each piece alone"
 	@echo "make soak   the 30-minute exactly-once soak (kills + rescales), report in benchmarks/results/soak.json"
 	@echo "make endurance  the 60-minute endurance run (no kills, topics with a retention): disk, files, memory flat"
@@ -88,7 +88,9 @@ test-integration: install jars
 test-browser: install jars chromium
 	$(BIN)/python -m pytest tests/browser -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# Minutes-long suites kept out of `make test`'s budget: the soak's Dagster faults, one by one.
+# Minutes-long suites kept out of `make test`'s budget: the soak's Dagster faults one by one, the
+# mid-batch SIGKILL matrix, the stages sensor under Dagster, and the stream tests of the options that
+# are off by default (admission control, the per-channel records cap).
 test-long: install jars
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -m long $(PYTEST_ARGS)
 

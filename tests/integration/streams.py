@@ -118,6 +118,31 @@ def kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL, timeout_s: 
             pass
 
 
+def kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL a process and every descendant it still has, whatever their process groups, and reap it.
+
+    For commands that start services of their own (`esp soak`: a broker, two streams, `dagster
+    dev`, each in a group of its own): killing only the command would leave them running, taking
+    the CPU the rest of the session needs (a CI run whose short soak timed out then failed the
+    next tests too)."""
+    import psutil
+
+    if process.poll() is not None:  # ended and reaped: its pid may belong to another process now
+        return
+    try:
+        root = psutil.Process(process.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for member in tree:
+        try:
+            member.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(tree, timeout=60)
+    process.wait(timeout=60)
+
+
 def read_topic(bootstrap: KafkaConnection | str, topic: str) -> list:
     """Every record of `topic` up to its end offsets now (ConsumerRecords), partition by partition."""
     from kafka import KafkaConsumer, TopicPartition
