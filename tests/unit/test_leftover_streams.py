@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
+import psutil
+
 from tests.integration import streams
+from tests.waiting import wait_for
 
 
 def test_leftover_stream_process_groups_are_killed():
@@ -22,30 +25,21 @@ def test_leftover_stream_process_groups_are_killed():
 
 
 def test_a_killed_command_takes_its_descendants_in_their_own_groups_with_it(tmp_path):
-    import psutil
-
     pids = tmp_path / "pids"
     # A command like `esp soak`: services started in process groups of their own, then a wait.
     script = f"setsid sleep 600 & echo $! >> {pids}; (sleep 600 & echo $! >> {pids}; wait) & wait"
     command = subprocess.Popen(["bash", "-c", script], start_new_session=True)
     descendants = []
     try:
-        _wait_for_lines(pids, 2)
+        wait_for(
+            "the command's two descendants", lambda: pids.exists() and len(pids.read_text().split()) >= 2, 30, 0.05
+        )
         descendants = [psutil.Process(int(pid)) for pid in pids.read_text().split()]
         streams.kill_tree(command)
         assert command.poll() is not None
-        gone, alive = psutil.wait_procs(descendants, timeout=10)
+        _, alive = psutil.wait_procs(descendants, timeout=10)
         assert alive == [], f"descendants outlived the command: {alive}"
     finally:
         for process in descendants:
             if process.is_running():
                 process.kill()
-
-
-def _wait_for_lines(path, count: int) -> None:
-    import time
-
-    deadline = time.monotonic() + 30
-    while not (path.exists() and len(path.read_text().split()) >= count):
-        assert time.monotonic() < deadline, "the command did not start its descendants"
-        time.sleep(0.05)
