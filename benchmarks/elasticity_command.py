@@ -361,19 +361,21 @@ def elasticity_command(
 
 
 def _with_repetitions(runs: list[tuple[dict[str, Any], Any]]) -> tuple[dict[str, Any], Any]:
-    """The median run's figures (and run, for the plot), with every run's summary and decisions
-    (so a reversal in any run can be traced to its phase and rule) and each figure's median and
-    spread under `repetitions`."""
+    """The median run's figures (and run, for the plot), with every run's summary, decisions and
+    ticks (so a reversal or a late decision in any run can be traced to its phase, rule and
+    readings) and each figure's median and spread under `repetitions`."""
     from benchmarks.control_figures import median_run_index, repeated_summary
 
     summaries = [figures["summary"] for figures, _ in runs]
     decisions = [figures["decisions"] for figures, _ in runs]
+    ticks = [figures["ticks"] for figures, _ in runs]
     figures, run = runs[median_run_index(summaries)]
     figures = {
         **figures,
         "repetitions": repeated_summary(summaries),
         "run_summaries": summaries,
         "run_decisions": decisions,
+        "run_ticks": ticks,
     }
     return figures, run
 

@@ -85,7 +85,7 @@ def _summary(ratio: float, slo: float) -> dict:
 
 def test_repetitions_report_medians_spread_and_the_median_run():
     runs = [
-        ({"summary": _summary(r, s), "decisions": [{"rule": f"P{i}"}]}, f"run{i}")
+        ({"summary": _summary(r, s), "decisions": [{"rule": f"P{i}"}], "ticks": [{"time_s": float(i)}]}, f"run{i}")
         for i, (r, s) in enumerate([(1.3, 0.9), (0.9, 1.0), (1.1, 0.97)])
     ]
     figures, run = _with_repetitions(runs)
@@ -95,3 +95,4 @@ def test_repetitions_report_medians_spread_and_the_median_run():
     assert figures["repetitions"]["slo_attainment"]["runs"] == [0.9, 1.0, 0.97]
     assert len(figures["run_summaries"]) == 3
     assert [d[0]["rule"] for d in figures["run_decisions"]] == ["P0", "P1", "P2"]  # every run's, in order
+    assert [t[0]["time_s"] for t in figures["run_ticks"]] == [0.0, 1.0, 2.0]
