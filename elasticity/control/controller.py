@@ -36,11 +36,12 @@ The capacity estimate comes from saturated periods (a backlog of a period's work
 `Evaluation.saturated`): the mean of the recent samples less one standard deviation. Until one
 is seen, P6's scale-out takes the same statistic over busy-time samples: records per second of
 the channels' busy time (DS2's true processing rate), read only from periods whose channels were
-busy enough for a batch's fixed costs not to dominate. Neither is bounded by the input, unlike an
-unsaturated period's throughput, which only raises a lower bound (what the channels demonstrably
-processed) that replaces the estimate when it exceeds every saturated sample. A busy-time rate
-leaves out each batch's fixed part, so an outgrown layout (behind throughout) is sized by what its
-channels delivered when that is lower (`outgrown_capacity`).
+busy enough for a batch's fixed costs not to dominate, less what a micro-batch stream's batches
+spend outside the channels at the cycle the latency bound allows (`detectors.sustainable_rate`).
+Neither is bounded by the input, unlike an unsaturated period's throughput, which only raises a
+lower bound (what the channels demonstrably processed) that replaces the estimate when it exceeds
+every saturated sample. An outgrown layout (behind throughout) is sized by what its channels
+delivered when that is lower than either (`outgrown_capacity`).
 """
 
 from __future__ import annotations

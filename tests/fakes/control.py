@@ -96,6 +96,7 @@ def make_snapshot(
     timed_out: Iterable[bool] | None = None,
     layout_epoch: int = 0,
     busy_share: Iterable[float] | None = None,
+    batch_cycle_s: float | None = None,
 ) -> MetricsSnapshot:
     latency_list = list(latencies)
     return MetricsSnapshot.build(
@@ -107,6 +108,7 @@ def make_snapshot(
         probe_timed_out=list(timed_out) if timed_out is not None else None,
         layout_epoch=layout_epoch,
         busy_share=list(busy_share) if busy_share is not None else None,
+        batch_cycle_s=batch_cycle_s,
     )
 
 

@@ -392,6 +392,23 @@ def test_before_any_saturated_period_p6_sizes_a_scale_out_by_the_busy_time_rate(
     assert decision.to_channels == 2
 
 
+def test_a_busy_time_rate_net_of_the_batch_overhead_sizes_the_first_scale_out_for_what_channels_deliver():
+    # The eSault bench's run 2 at 0f8ba15, 26.0 s: one channel behind at 369 rec/s, 248 rec/s by busy
+    # time. Sized by it, 1 -> 2; the channels then delivered 197 rec/s each, the input reached 800 and
+    # the stage was judged outgrown only 22 s later (SLO attainment 0.865). Net of the batch overhead
+    # (`detectors.sustainable_rate`: 157 rec/s), 1 -> 3, as run 1 did from a saturated 174 (0.995).
+    ctl = controller(
+        busy_rate_min_share=0.5, scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True
+    )
+    targets = []
+    for busy_rate in (248.0, 157.0):
+        behind = make_evaluation(
+            1, congested=True, throughput_rps=81.3, input_rate_rps=368.8, lag_records=2050.0, busy_rate_rps=busy_rate
+        )
+        targets.append(ctl.decide(state_with(), behind, 26.0)[1].to_channels)
+    assert targets == [2, 3]
+
+
 def test_a_saturated_estimate_replaces_the_busy_time_rate_for_p6():
     state = state_with(busy_rate_samples_rps=[400.0])  # read high: a batch's fixed costs are not busy time
     saturated = make_evaluation(
