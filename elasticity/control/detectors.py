@@ -389,12 +389,12 @@ def sustainable_rate(
     elsewhere (the trigger, the source, the shuffle, the write, the commit), and every batch pays
     it again. A record waits for the batch running when it arrives and then for its own, so a
     stage meets a bound of L with cycles of L / 2, of which its channels work L / 2 - (1 - b) c:
-    a channel sustains busy_rate x (1 - (1 - b) c / (L / 2)). On the eSault bench a channel busy
-    40 % of a 4.6-s cycle under a 15-s bound keeps 63 % of its busy-time rate: 157 of 248 rec/s,
-    where such channels delivered 174-197 rec/s at saturation; sized by the 248, 1 -> 2 left the
-    stage behind until its next decision. The rate as it is where no cycle is measured (a stream
-    that is no micro-batch stream, the fluid model); None where the overhead alone takes the
-    whole cycle (no rate meets the bound)."""
+    a channel sustains busy_rate x (1 - (1 - b) c / (L / 2)). The eSault bench's run 2 at 0f8ba15
+    sized its first scale-out by 248 rec/s of busy time, 1 -> 2, where channels delivered 174-197
+    rec/s at saturation, and the stage stayed behind until its next decision; with the busy share
+    and cycle of that decision's period (40 % of 4.6 s) and its 15-s bound, the 248 nets to 157.
+    The rate as it is where no cycle is measured (a stream that is no micro-batch stream, the
+    fluid model); None where the overhead alone takes the whole cycle (no rate meets the bound)."""
     if batch_cycle_s is None or busy_share is None or busy_share.size == 0:
         return busy_rate_rps
     overhead_s = batch_cycle_s * (1.0 - min(1.0, float(np.max(busy_share))))
