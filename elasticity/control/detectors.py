@@ -380,7 +380,7 @@ def busy_time_rate(throughput_rps: FloatArray, busy_share: FloatArray | None, mi
 
 
 def sustainable_rate(
-    busy_rate_rps: float, batch_cycle_s: float | None, busy_share: FloatArray | None, max_latency_s: float
+    busy_rate_rps: float, batch_cycle_s: float | None, busy_share: FloatArray, max_latency_s: float
 ) -> float | None:
     """A busy-time rate less what a micro-batch stream pays outside its channels, at the batch
     cycle that still meets the latency bound.
@@ -395,7 +395,7 @@ def sustainable_rate(
     and cycle of that decision's period (40 % of 4.6 s) and its 15-s bound, the 248 nets to 157.
     The rate as it is where no cycle is measured (a stream that is no micro-batch stream, the
     fluid model); None where the overhead alone takes the whole cycle (no rate meets the bound)."""
-    if batch_cycle_s is None or busy_share is None or busy_share.size == 0:
+    if batch_cycle_s is None:
         return busy_rate_rps
     overhead_s = batch_cycle_s * (1.0 - min(1.0, float(np.max(busy_share))))
     usable = 1.0 - overhead_s / (max_latency_s / 2.0)
@@ -428,7 +428,7 @@ def _backlog_throughout(
 def _sustainable_busy_rate(snapshot: MetricsSnapshot, options: ControlOptions) -> float | None:
     """The period's busy-time rate (`busy_time_rate`), net of its batches' overhead (`sustainable_rate`)."""
     rate = busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, options.controller.busy_rate_min_share)
-    if rate is None or snapshot.busy_share is None:
+    if rate is None or snapshot.busy_share is None:  # a rate is read only from measured busy shares
         return rate
     return sustainable_rate(rate, snapshot.batch_cycle_s, snapshot.busy_share, options.overload.max_latency_s)
 
