@@ -77,7 +77,7 @@ lint: install
 test: lint jars chromium
 	bash tests/run_all.sh $(PYTEST_ARGS)
 
-test-unit: install
+test-unit: install jars
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
 
 test-integration: install jars
