@@ -9,7 +9,9 @@ period. The order of reasoning follows Gedik's flowchart:
    visible in the snapshots, cools down, pauses or settles (those periods are no evidence, see
    `SignalWindows.settle`), or while the windows refill, unless a period after the settling
    shows the rescale's layout outgrown (behind throughout while the input exceeded the throughput:
-   `ScalingController._outgrown`): then P1/P6 at once, and nothing else;
+   `ScalingController._outgrown`), or the settling period itself shows it outrun (an input beyond
+   what its channels process busy all the time: `Evaluation.outrun`): then P1/P6 at once, and
+   nothing else;
 2. detect a workload change from congestion flips and throughput changes between the last and
    the current observation (P3: it rose, forget history above the level; P4: it fell, forget
    history below), or from an input rate well below the one under which a lower level was
@@ -374,6 +376,8 @@ class ScalingController:
                 now_s, channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {}
             )
         if evaluation.settling:
+            if evaluation.outrun:
+                return self._scale_out_outgrown(state, evaluation, now_s)
             settling = (
                 f"the last rescale paused processing ({evaluation.rescale_pause_s:.1f} s so far); its pause and the "
                 "settling after it are not evidence"
@@ -479,7 +483,10 @@ class ScalingController:
         capacity = outgrown_capacity(state, ev)
         signals = {**self._signals(ev, level, capacity, "unknown"), "outgrown": 1.0}
         outgrown = (
-            f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s "
+            f"outgrown while settling: it took in {ev.input_rate_rps:,.0f} rec/s, more than {channels} "
+            f"channels process busy all the time (they delivered {ev.total_throughput_rps:,.0f})"
+            if ev.outrun
+            else f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s "
             f"and processed {ev.total_throughput_rps:,.0f}"
         )
         if level >= self.levels.top:

@@ -216,9 +216,12 @@ class SignalWindows:
         )
 
     def after_rescale(self, snapshot: MetricsSnapshot, options: ControlOptions) -> SignalWindows:
-        """Fresh windows for the snapshot's new layout, remembering when the old one was last seen."""
+        """Fresh windows for the snapshot's new layout, remembering when the old one was last seen
+        and its lag then (the broker's count, the start of the new layout's first period)."""
         fresh = SignalWindows.empty(snapshot.channels, snapshot.layout_epoch, options)
-        return replace(fresh, rescaled_at_s=self.last_time_s)
+        return replace(
+            fresh, rescaled_at_s=self.last_time_s, last_time_s=self.last_time_s, last_lag_records=self.last_lag_records
+        )
 
     def settle(self, snapshot: MetricsSnapshot, options: SettlingOptions) -> tuple[SignalWindows, bool]:
         """Track the rescale's pause and settling; (windows, whether the snapshot is masked).
@@ -433,6 +436,27 @@ def _sustainable_busy_rate(snapshot: MetricsSnapshot, options: ControlOptions) -
     return sustainable_rate(rate, snapshot.batch_cycle_s, snapshot.busy_share, options.overload.max_latency_s)
 
 
+def outrun_at_busy_ceiling(snapshot: MetricsSnapshot, previous_lag: float | None, after_rescale_resumed: bool) -> bool:
+    """Whether a rescaled layout's settling period already shows it too small at any batch overhead:
+    the input beyond what its channels could process if they were busy all the time (records per
+    second of busy time, whatever the share), with a lag that grew over the period.
+
+    The settling period holds the new layout's first batch, whose delivered rate a cold start
+    lowers, so it is no evidence of the layout's capacity; its busy-time rate is: the eSault
+    bench's batches read 242-248 rec/s a channel in a new layout's first batch and 237-249 in the
+    warm ones after it, at 1 to 8 channels (2026-12-02). A layout taking in more than that ceiling
+    falls behind whatever it does next, and waiting for the next, judged period costs a period of
+    backlog and, on a slow machine, the rise's next step (the late second decision, BENCHMARKS
+    section 5)."""
+    if not after_rescale_resumed or previous_lag is None:
+        return False
+    ceiling = busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, min_share=0.0)
+    if not ceiling:
+        return False
+    grew = snapshot.total_lag_records > previous_lag
+    return grew and snapshot.input_rate_rps > ceiling * snapshot.channels
+
+
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -469,6 +493,9 @@ def evaluate(
         and _backlog_throughout(snapshot, start, options.congestion, None)
     )
 
+    resumed_after_rescale = masked and windows.rescaled_at_s is not None and windows.resumed_at_s is not None
+    outrun = outrun_at_busy_ceiling(snapshot, previous_lag, resumed_after_rescale)
+
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
     draining = draining_flags(windows.latency, options.congestion.drain_tolerance)
     overloaded = overload_flags(share_late, seen, options.overload) & ~draining
@@ -494,7 +521,8 @@ def evaluate(
         light_share=share_light,
         latest_latency_s=snapshot.probe_latency_s,
         latest_throughput_rps=snapshot.throughput_rps,
-        total_throughput_rps=float(recent_throughput),
+        # A settling period enters no window: its own throughput is all it says (`outrun`).
+        total_throughput_rps=snapshot.total_throughput_rps if masked else float(recent_throughput),
         input_rate_rps=snapshot.input_rate_rps,
         recent_max_input_rate_rps=_recent_max_input(windows, seen, options.controller.scale_in_input_periods),
         total_lag_records=snapshot.total_lag_records,
@@ -505,6 +533,7 @@ def evaluate(
         settling=masked,
         after_rescale=windows.rescaled_at_s is not None,
         outpaced=outpaced,
+        outrun=outrun,
         rescale_pause_s=windows.pause_s,
         busy_share=windows.busy_share(),
         channel_throughput_rps=windows.channel_throughput(),

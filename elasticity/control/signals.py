@@ -163,6 +163,10 @@ class Evaluation:
     outpaced: this period had a backlog throughout that did not shrink (as for `saturated`, but
         whatever the channels' busy share) and took in more than the change factor beyond what
         it processed: the stage is behind and falling further behind.
+    outrun: a settling period after a rescale, once processing resumed (a new layout's first
+        batch), in which the input exceeded what the layout's channels could process busy all the
+        time, with a growing lag (`detectors.outrun_at_busy_ceiling`): too small whatever the batch
+        overhead, so judged outgrown at once rather than a period later.
     rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
     busy_share: per channel, the mean share of the periods in the overload window it spent
         processing (None when the snapshots carry no busy shares).
@@ -194,6 +198,7 @@ class Evaluation:
     settling: bool = False
     after_rescale: bool = False
     outpaced: bool = False
+    outrun: bool = False
     rescale_pause_s: float = 0.0
     busy_share: FloatArray | None = None
     channel_throughput_rps: FloatArray | None = None
@@ -208,10 +213,10 @@ class Evaluation:
 
     @property
     def backlog_records(self) -> float:
-        """The lag that is behind: all of it in a congested or outpaced stage (its batches are long
-        because it is behind, and every record of them is late); in one that keeps up, the lag
-        beyond the records in flight, which no number of channels drains faster."""
-        if self.congested or self.outpaced:
+        """The lag that is behind: all of it in a congested, outpaced or outrun stage (its batches
+        are long because it is behind, and every record of them is late); in one that keeps up, the
+        lag beyond the records in flight, which no number of channels drains faster."""
+        if self.congested or self.outpaced or self.outrun:
             return self.total_lag_records
         return max(0.0, self.total_lag_records - self.in_flight_records)
 

@@ -31,6 +31,7 @@ def make_evaluation(
     settling: bool = False,
     after_rescale: bool = False,
     outpaced: bool = False,
+    outrun: bool = False,
     lag_records: float | None = None,
     rescale_pause_s: float = 0.0,
     busy_share: Sequence[float] | None = None,
@@ -76,6 +77,7 @@ def make_evaluation(
         settling=settling,
         after_rescale=after_rescale,
         outpaced=outpaced,
+        outrun=outrun,
         rescale_pause_s=rescale_pause_s,
         busy_share=None if busy_share is None else np.asarray(busy_share, dtype=float),
         channel_throughput_rps=per_channel

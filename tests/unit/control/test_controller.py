@@ -714,6 +714,39 @@ def test_a_refilling_layout_that_is_not_outgrown_waits_for_its_windows(input_rps
     assert decision.action == "none" and decision.rule == "warmup", decision.reason
 
 
+@pytest.mark.parametrize("outrun", [True, False], ids=["outrun", "not-outrun"])
+def test_a_layout_outrun_in_its_first_batch_scales_out_in_its_settling_period(outrun):
+    # eSault at 4d24df3, run 1, 36.4 s: the first 2-channel batch delivered 342 rec/s with 6,911
+    # records behind and 558 coming in, beyond the 488 its channels do busy all the time. The run
+    # waited for the next period and decided 2 -> 8 at 41.7 s.
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    before = state_with(
+        steady_input=SteadyInput(since_s=20.7, low_rps=248.0, high_rps=248.0, rose=True), scaled_out_at_s=20.7
+    )
+    first_batch = make_evaluation(
+        2,
+        time_s=36.4,
+        ready_up=False,
+        ready_down=False,
+        settling=True,
+        after_rescale=True,
+        outrun=outrun,
+        throughput_rps=342.0,
+        input_rate_rps=558.0,
+        lag_records=6_911.0,
+        batch_cycle_s=8.8,
+    )
+    state, decision = ctl.decide(before, first_batch, 36.4)
+    if not outrun:
+        assert decision.action == "none" and decision.rule == "settling", decision.reason
+        return
+    # Sized by what it delivered: 558 / (171 x 0.9) = 3.6 channels, plus all 6,911 records behind
+    # drained in 20 s at 171 = 2.0 -> 5.6 -> 6.
+    assert decision.action == "scale_out" and decision.to_channels == 6, decision.reason
+    assert "outgrown while settling" in decision.reason and decision.signals["outgrown"] == 1.0
+    assert state.history == {} and state.pending is not None
+
+
 # ------------------------------------------------------------------ rescales in flight, pause and settling
 def test_a_rescale_in_flight_is_answered_by_no_other_decision_until_it_lands_or_times_out():
     ctl = controller(cooldown_s=5.0, rescale_timeout_s=60.0)

@@ -231,6 +231,50 @@ def test_a_period_behind_that_takes_in_more_than_it_processes_is_outpaced_whatev
     assert not ev.settling and ev.after_rescale and not ev.saturated and ev.outpaced == outpaced
 
 
+def the_first_batch_after_a_rescale_to(channels, per_channel_rps, busy_share, input_rps, lag, *, rescaled=True):
+    """One channel keeping up at 40 rec/s with ~1,000 records waiting, then (if `rescaled`) a rescale
+    to `channels` whose first batch ends in the period; the evaluation of that period."""
+    windows, _ = run([make_snapshot(t, [2.0], [40.0], input_rate_rps=40.0, lag=1_000.0) for t in range(4)])
+    first = make_snapshot(
+        9,
+        [10.0] * channels,
+        [per_channel_rps] * channels,
+        input_rate_rps=input_rps,
+        lag=lag,
+        layout_epoch=1 if rescaled else 0,
+        busy_share=[busy_share] * channels,
+    )
+    return evaluate(windows, first, OPTIONS)[1]
+
+
+@pytest.mark.parametrize(
+    ("channels", "per_channel_rps", "busy_share", "input_rps", "lag", "outrun"),
+    [
+        (2, 171.0, 0.70, 558.0, 6_911.0, True),  # eSault's 2 channels after 1 -> 2: 244 rec/s busy, 488 < 558
+        (2, 171.0, 0.70, 460.0, 6_911.0, False),  # an input the busy channels could carry
+        (2, 171.0, 0.70, 558.0, 900.0, False),  # the lag shrank over the period: catching up
+        (6, 70.0, 0.29, 805.0, 8_600.0, False),  # a fresh 6 channels with a slow, cold first batch
+    ],
+    ids=["outrun", "within-ceiling", "lag-shrank", "cold-but-large-enough"],
+)
+def test_a_rescaled_layouts_first_batch_is_outrun_when_the_input_exceeds_its_busy_time_ceiling(
+    channels, per_channel_rps, busy_share, input_rps, lag, outrun
+):
+    # The settling period's delivered rate says little (a cold first batch: the fresh 6 channels
+    # delivered 70 rec/s each of the 134 the input needs), its busy-time rate bounds what any later
+    # batch can do.
+    ev = the_first_batch_after_a_rescale_to(channels, per_channel_rps, busy_share, input_rps, lag)
+    assert ev.settling and ev.after_rescale and not ev.outpaced
+    assert ev.outrun == outrun
+    assert ev.total_throughput_rps == pytest.approx(channels * per_channel_rps)
+    assert ev.backlog_records == (lag if outrun else max(0.0, lag - ev.in_flight_records))
+
+
+def test_a_first_layouts_cold_start_is_never_outrun():
+    ev = the_first_batch_after_a_rescale_to(1, 50.0, 0.2, 558.0, 6_911.0, rescaled=False)
+    assert not ev.after_rescale and not ev.outrun
+
+
 def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
     options = OPTIONS.model_copy(update={"settling": OPTIONS.settling.model_copy(update={"max_pause_s": 3.0})})
     _, evs = after_a_rescale(pause_periods=8, then=0, options=options)
