@@ -35,11 +35,12 @@ from elasticity.control.options import (
     SettlingOptions,
     UnderloadOptions,
 )
-from elasticity.control.signals import CongestionSignal, Evaluation, MetricsSnapshot
+from elasticity.control.signals import CommittedLayout, CongestionSignal, Evaluation, MetricsSnapshot
 
 __all__ = [
     "Action",
     "Clock",
+    "CommittedLayout",
     "CongestionOptions",
     "CongestionSignal",
     "ControlOptions",

@@ -5,6 +5,10 @@
 state in its cursor (`state.to_json()` / `ControllerState.from_json`). One call per sampling
 period. The order of reasoning follows Gedik's flowchart:
 
+0. awaiting: a rescale committed a layout whose first batch has not reported (`Evaluation.awaited`):
+   nothing is judged, but a layout the input already outruns (more than its channels process
+   busy all the time) is scaled out from at once, so its request waits only for the batch in
+   flight (`ScalingController._awaiting`);
 1. in flight / cooldown / settling / warm-up: no decision while the last rescale is not yet
    visible in the snapshots, cools down, pauses or settles (those periods are no evidence, see
    `SignalWindows.settle`), or while the windows refill, unless a period after the settling
@@ -304,6 +308,25 @@ def outgrown_capacity(state: ControllerState, ev: Evaluation) -> float:
     return min(known, default=0.0)
 
 
+def _outgrown_text(ev: Evaluation) -> str:
+    """Why `_scale_out_outgrown` scales out: which period showed the layout too small, and its numbers."""
+    if not ev.outrun:
+        return (
+            f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s "
+            f"and processed {ev.total_throughput_rps:,.0f}"
+        )
+    layout = ev.deciding_layout
+    ceiling = (
+        f"more than {layout.channels} channels process busy all the time ({ev.busy_ceiling_rps or 0:,.0f} rec/s each)"
+    )
+    if ev.awaited is not None:
+        return f"outgrown before its first batch: the stage takes in {ev.input_rate_rps:,.0f} rec/s, {ceiling}"
+    return (
+        f"outgrown while settling: it took in {ev.input_rate_rps:,.0f} rec/s, {ceiling}; "
+        f"its first batch delivered {ev.total_throughput_rps:,.0f}"
+    )
+
+
 def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -> ControllerState:
     """Add this period to the capacity estimate: a sample if it was saturated (and processed
     something: a window with nothing done says nothing), a busy-time sample if its channels were
@@ -342,6 +365,8 @@ class ScalingController:
 
     # ------------------------------------------------------------------ entry point
     def decide(self, state: ControllerState, evaluation: Evaluation, now_s: float) -> tuple[ControllerState, Decision]:
+        if evaluation.awaited is not None:
+            return self._awaiting(state, evaluation, now_s)
         channels = evaluation.channels
         if not evaluation.settling:
             # Every undisturbed period counts, also while cooling down or refilling windows.
@@ -442,14 +467,45 @@ class ScalingController:
             decision = self._when_not_congested(state, evaluation, level, now_s, signals)
         return self._realized(state, evaluation, decision), decision
 
+    def _awaiting(self, state: ControllerState, ev: Evaluation, now_s: float) -> tuple[ControllerState, Decision]:
+        """A tick that awaits a committed layout's first batch: nothing is judged (the metrics are
+        the layout before it), but a layout the input already outruns (`Evaluation.outrun`) is
+        scaled out at once, one rescale at a time, so its request waits only for the batch in
+        flight. A rescale pending from an earlier layout has committed: this is its layout."""
+        awaited = ev.deciding_layout
+        pending = state.pending
+        if pending is not None and (pending.from_epoch, pending.from_channels) != (awaited.epoch, awaited.channels):
+            state = state.model_copy(update={"pending": None})
+            pending = None
+        waiting = f"waiting for the first batch of layout epoch {awaited.epoch} ({awaited.channels} channels)"
+        if pending is not None and now_s - pending.decided_at_s < self.options.rescale_timeout_s:
+            return state, self._none(
+                now_s,
+                awaited.channels,
+                "in_flight",
+                f"{waiting}; the rescale {pending.from_channels} -> {pending.to_channels} decided "
+                f"{now_s - pending.decided_at_s:.1f} s ago has not committed yet; one rescale at a time",
+                {},
+            )
+        if pending is not None:
+            state = state.model_copy(update={"pending": None})  # presumed failed: decide again
+        if state.cooldown_until_s is not None and now_s < state.cooldown_until_s:
+            wait = state.cooldown_until_s - now_s
+            return state, self._none(
+                now_s, awaited.channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {}
+            )
+        if not ev.outrun:
+            return state, self._none(now_s, awaited.channels, "awaiting", waiting, {})
+        return self._scale_out_outgrown(state, ev, now_s)
+
     def _realized(self, state: ControllerState, ev: Evaluation, decision: Decision) -> ControllerState:
         """The state after a decision: a rescale is pending and cools down."""
         if not decision.is_rescale:
             return state
         pending = PendingRescale(
-            from_channels=ev.channels,
+            from_channels=ev.deciding_layout.channels,
             to_channels=decision.to_channels,
-            from_epoch=ev.layout_epoch,
+            from_epoch=ev.deciding_layout.epoch,
             decided_at_s=decision.time_s,
         )
         scaled_out_at = decision.time_s if decision.to_channels > decision.from_channels else None
@@ -478,17 +534,11 @@ class ScalingController:
         """P1/P6 on an outgrown layout, and nothing else: one period of freshly rescaled channels
         (some still cold) is no evidence that scaling out gained nothing (P5) or of skew, and it
         enters no level history. Sized by `outgrown_capacity`."""
-        channels = ev.channels
+        channels = ev.deciding_layout.channels
         level = self.levels.level_of(channels)
         capacity = outgrown_capacity(state, ev)
         signals = {**self._signals(ev, level, capacity, "unknown"), "outgrown": 1.0}
-        outgrown = (
-            f"outgrown while settling: it took in {ev.input_rate_rps:,.0f} rec/s, more than {channels} "
-            f"channels process busy all the time (they delivered {ev.total_throughput_rps:,.0f})"
-            if ev.outrun
-            else f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s "
-            f"and processed {ev.total_throughput_rps:,.0f}"
-        )
+        outgrown = _outgrown_text(ev)
         if level >= self.levels.top:
             return state, self._none(now_s, channels, "bounds", f"{outgrown}, but at the maximum", signals)
         sized = self._scale_out_level(ev, capacity, _stepping_up(state, now_s)) if capacity > 0 else level + 1

@@ -436,25 +436,36 @@ def _sustainable_busy_rate(snapshot: MetricsSnapshot, options: ControlOptions) -
     return sustainable_rate(rate, snapshot.batch_cycle_s, snapshot.busy_share, options.overload.max_latency_s)
 
 
-def outrun_at_busy_ceiling(snapshot: MetricsSnapshot, previous_lag: float | None, after_rescale_resumed: bool) -> bool:
-    """Whether a rescaled layout's settling period already shows it too small at any batch overhead:
-    the input beyond what its channels could process if they were busy all the time (records per
-    second of busy time, whatever the share), with a lag that grew over the period.
+def outrun_at_busy_ceiling(
+    snapshot: MetricsSnapshot, previous_lag: float | None, channels: int | None
+) -> tuple[bool, float | None]:
+    """(whether `channels` are too small for the input at any batch overhead, the busy-time
+    ceiling per channel): the input beyond what they could process if they were busy all the time
+    (this period's records per second of busy time, whatever the share), with a lag that grew
+    over the period. `channels` None: not asked (a judged period, or a first layout).
 
-    The settling period holds the new layout's first batch, whose delivered rate a cold start
-    lowers, so it is no evidence of the layout's capacity; its busy-time rate is: the eSault
-    bench's batches read 242-248 rec/s a channel in a new layout's first batch and 237-249 in the
-    warm ones after it, at 1 to 8 channels (2026-12-02). A layout taking in more than that ceiling
-    falls behind whatever it does next, and waiting for the next, judged period costs a period of
-    backlog and, on a slow machine, the rise's next step (the late second decision, BENCHMARKS
-    section 5)."""
-    if not after_rescale_resumed or previous_lag is None:
-        return False
+    Asked of a rescaled layout's settling period, which holds its first batch, and of the periods
+    that await a committed layout's first batch (`MetricsSnapshot.awaited`). Neither period's
+    delivered rate is evidence of the layout's capacity (a cold first batch; the layout before);
+    the busy-time rate bounds it: the eSault bench's batches read 242-248 rec/s a channel in a
+    new layout's first batch and 237-249 in the warm ones after it, at 1 to 8 channels
+    (2026-12-02). A layout taking in more than that ceiling falls behind whatever it does next,
+    and waiting for its judged period costs a batch or two of backlog and, on a slow machine,
+    the rise's next step (the late second decision, BENCHMARKS section 5)."""
     ceiling = busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, min_share=0.0)
-    if not ceiling:
-        return False
+    if channels is None or previous_lag is None or not ceiling:
+        return False, ceiling
     grew = snapshot.total_lag_records > previous_lag
-    return grew and snapshot.input_rate_rps > ceiling * snapshot.channels
+    return grew and snapshot.input_rate_rps > ceiling * channels, ceiling
+
+
+def _layout_asked_if_outrun(windows: SignalWindows, snapshot: MetricsSnapshot, masked: bool) -> int | None:
+    """The channels `outrun_at_busy_ceiling` asks about: the awaited layout's, or a rescaled
+    layout's once it processed something again while settling; None for any other period."""
+    if snapshot.awaited is not None:
+        return snapshot.awaited.channels
+    resumed_after_rescale = windows.rescaled_at_s is not None and windows.resumed_at_s is not None
+    return snapshot.channels if masked and resumed_after_rescale else None
 
 
 def _optional_float(value: Any) -> float | None:
@@ -479,6 +490,8 @@ def evaluate(
     # a rescale's settling is judged too: its lag at the start is the broker's, not the pause's).
     previous_time_s, previous_lag = windows.last_time_s, windows.last_lag_records
     windows, masked = windows.settle(snapshot, options.settling)
+    # The layout before a committed rescale: no evidence of either layout (`MetricsSnapshot.awaited`).
+    masked = masked or snapshot.awaited is not None
     if not masked:
         windows = windows.push(snapshot, options.underload)
     seen = windows.periods_seen
@@ -493,8 +506,7 @@ def evaluate(
         and _backlog_throughout(snapshot, start, options.congestion, None)
     )
 
-    resumed_after_rescale = masked and windows.rescaled_at_s is not None and windows.resumed_at_s is not None
-    outrun = outrun_at_busy_ceiling(snapshot, previous_lag, resumed_after_rescale)
+    outrun, ceiling = outrun_at_busy_ceiling(snapshot, previous_lag, _layout_asked_if_outrun(windows, snapshot, masked))
 
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
     draining = draining_flags(windows.latency, options.congestion.drain_tolerance)
@@ -534,6 +546,8 @@ def evaluate(
         after_rescale=windows.rescaled_at_s is not None,
         outpaced=outpaced,
         outrun=outrun,
+        busy_ceiling_rps=ceiling,
+        awaited=snapshot.awaited,
         rescale_pause_s=windows.pause_s,
         busy_share=windows.busy_share(),
         channel_throughput_rps=windows.channel_throughput(),

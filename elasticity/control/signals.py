@@ -36,6 +36,14 @@ def _per_channel(values: Sequence[float] | FloatArray | None, channels: int, wha
 
 
 @dataclass(frozen=True)
+class CommittedLayout:
+    """A layout a rescale committed, whose first batch has not reported yet."""
+
+    epoch: int
+    channels: int
+
+
+@dataclass(frozen=True)
 class MetricsSnapshot:
     """One sampling period of metrics, as the collector sees it.
 
@@ -55,6 +63,9 @@ class MetricsSnapshot:
         micro-batch stream, or not measured). Lag read against the last committed batch holds,
         in a stream that keeps up, the batch running plus what arrives while it runs: up to two
         cycles of input that are in flight, not a backlog.
+    awaited: a rescale committed this layout and no batch of it has reported yet (None: the
+        channels are those of the layout in effect). The per-channel fields are then the layout
+        before it (its last batches); the input rate and the lag are the broker's, true for both.
     """
 
     time_s: float
@@ -67,6 +78,7 @@ class MetricsSnapshot:
     busy_share: FloatArray | None = None
     top_key_share: FloatArray | None = None
     batch_cycle_s: float | None = None
+    awaited: CommittedLayout | None = None
 
     @classmethod
     def build(
@@ -82,6 +94,7 @@ class MetricsSnapshot:
         busy_share: Sequence[float] | FloatArray | None = None,
         top_key_share: Sequence[float] | FloatArray | None = None,
         batch_cycle_s: float | None = None,
+        awaited: CommittedLayout | None = None,
     ) -> MetricsSnapshot:
         """Build from plain sequences (what a real collector has), checking that lengths agree."""
         latency = _as_float_array(probe_latency_s)
@@ -108,6 +121,7 @@ class MetricsSnapshot:
             busy_share=busy,
             top_key_share=top_share,
             batch_cycle_s=None if batch_cycle_s is None else float(batch_cycle_s),
+            awaited=awaited,
         )
 
     @property
@@ -164,9 +178,14 @@ class Evaluation:
         whatever the channels' busy share) and took in more than the change factor beyond what
         it processed: the stage is behind and falling further behind.
     outrun: a settling period after a rescale, once processing resumed (a new layout's first
-        batch), in which the input exceeded what the layout's channels could process busy all the
-        time, with a growing lag (`detectors.outrun_at_busy_ceiling`): too small whatever the batch
-        overhead, so judged outgrown at once rather than a period later.
+        batch), or a period awaiting a committed layout (`awaited`), in which the input exceeded
+        what that layout's channels could process busy all the time (`busy_ceiling_rps` each),
+        with a growing lag (`detectors.outrun_at_busy_ceiling`): too small whatever the batch
+        overhead, so judged outgrown at once rather than one or two batches later.
+    busy_ceiling_rps: records one channel processed per second of its busy time this period,
+        whatever the share (None: no busy time measured).
+    awaited: the layout a committed rescale made, whose first batch has not reported
+        (`MetricsSnapshot.awaited`); the rest of the evaluation is of the layout before it.
     rescale_pause_s: the pause of the last rescale as measured (periods with nothing processed).
     busy_share: per channel, the mean share of the periods in the overload window it spent
         processing (None when the snapshots carry no busy shares).
@@ -199,11 +218,18 @@ class Evaluation:
     after_rescale: bool = False
     outpaced: bool = False
     outrun: bool = False
+    busy_ceiling_rps: float | None = None
+    awaited: CommittedLayout | None = None
     rescale_pause_s: float = 0.0
     busy_share: FloatArray | None = None
     channel_throughput_rps: FloatArray | None = None
     top_key_share: FloatArray | None = None
     batch_cycle_s: float | None = None
+
+    @property
+    def deciding_layout(self) -> CommittedLayout:
+        """The layout a decision of this tick would change: the awaited one, else the evaluated one."""
+        return self.awaited or CommittedLayout(self.layout_epoch, self.channels)
 
     @property
     def in_flight_records(self) -> float:

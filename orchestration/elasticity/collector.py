@@ -20,6 +20,9 @@ last committed batch, all taken at one wall-clock moment) plus the previous tick
 - input rate and lag: from Kafka offsets, converted to stage records with the observed ratio
   of stage records (words) per Kafka record (line), so that rate, lag and per-channel
   capacity share one unit.
+- awaited layout: a rescale committed but no batch of its layout has finished yet; the snapshot
+  is then the layout before it and names the committed one (`MetricsSnapshot.awaited`), which
+  the controller judges by nothing but its channels' busy-time ceiling against the input.
 
 `KafkaStreamSource` reads a real stream; tests hand `collect` readings built by hand.
 """
@@ -32,7 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from elasticity.control import MetricsSnapshot
+from elasticity.control import CommittedLayout, MetricsSnapshot
 from orchestration.elasticity.policy import ElasticityPolicy
 from pipelines.settings import KafkaConnection, kafka_connection
 from pipelines.streams.metrics import BatchMetrics
@@ -121,6 +124,7 @@ class StreamReading:
     consumed_offsets: dict[int, int]
     probe_period_s: float = 1.0
     committed_epoch: int | None = None  # the layout registry's committed epoch, when readable
+    committed_channels: int | None = None  # its channel count (None: not read; a committed layout is then awaited)
     skipped_metrics: int = 0  # malformed records on the metrics topic, left out of `metrics`
     skipped_problem: str | None = None  # what was wrong with the first of them
     arrivals: RecentArrivals | None = None  # the input topic's last few seconds, when asked for
@@ -271,18 +275,27 @@ def _records_and_offsets(reading: StreamReading, previous: OffsetSample) -> tupl
     return sum(m.input_records for m in ended), consumed
 
 
+def _awaited_layout(reading: StreamReading, newest: BatchMetrics) -> CommittedLayout | None:
+    """The layout a committed rescale made when no batch of it has finished yet (the snapshot is then
+    the layout before it: `MetricsSnapshot.awaited`), else None."""
+    if reading.committed_epoch is None or newest.epoch >= reading.committed_epoch:
+        return None
+    if reading.committed_channels is None:
+        # Without its channel count the controller could only judge the old layout's metrics,
+        # which would rescale twice for one overload.
+        raise NotReady(
+            f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})"
+        )
+    return CommittedLayout(reading.committed_epoch, reading.committed_channels)
+
+
 def collect(reading: StreamReading, previous: OffsetSample | None, policy: ElasticityPolicy) -> Collected:
     """One sampling period's snapshot of the stream (see the module docstring)."""
     metrics = sorted(reading.metrics, key=lambda m: (m.wall_time, m.batch_id))
     if not metrics:
         raise NotReady("no metrics yet: the stream has not finished a micro-batch (is it running?)")
     newest = metrics[-1]
-    if reading.committed_epoch is not None and newest.epoch < reading.committed_epoch:
-        # A rescale committed, but no batch of the new layout has finished yet: deciding on the
-        # old layout's metrics would rescale twice for one overload.
-        raise NotReady(
-            f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})"
-        )
+    awaited = _awaited_layout(reading, newest)
     epoch_batches = [m for m in metrics if m.epoch == newest.epoch]
     channels = ChannelMap(tuple(sorted(c.channel for c in newest.per_channel)))
     if channels.size == 0:
@@ -315,6 +328,7 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         busy_share=busy,
         top_key_share=top_key,
         batch_cycle_s=_batch_cycle(epoch_batches, first, reading.now_s),
+        awaited=awaited,
     )
     notes = {
         "newest_batch_id": float(newest.batch_id),
@@ -354,6 +368,7 @@ class KafkaStreamSource:
             consumed_offsets=checkpoint_offsets(self.spec.checkpoint, self.spec.input_topic),
             probe_period_s=self.spec.probe_period_s,
             committed_epoch=None if committed is None else committed.epoch,
+            committed_channels=None if committed is None else len(committed.channels),
             arrivals=None if starts is None else RecentArrivals(self.arrival_window_s, starts),
         )
 

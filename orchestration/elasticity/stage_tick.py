@@ -91,7 +91,13 @@ class JobReadingCollector:
         self.collected: Collected | None = None
 
     def collect(self, now_s: float) -> JobSnapshot:
-        self.collected = collect(self.reading, self.previous, self.policy)  # NotReady: nothing to decide on
+        collected = collect(self.reading, self.previous, self.policy)  # NotReady: nothing to decide on
+        awaited = collected.snapshot.awaited
+        if awaited is not None:  # the job's controllers judge layouts in effect only
+            raise NotReady(
+                f"waiting for the first batch of layout epoch {awaited.epoch} (newest is epoch {collected.epoch})"
+            )
+        self.collected = collected
         first = stage_view(FIRST_STAGE, self.reading.metrics)
         first = StageView(FIRST_STAGE, self.collected.snapshot.channels, first.batches)
         later = (later_stage_view(name, rows, self.committed_epochs.get(name)) for name, rows in self.later.items())

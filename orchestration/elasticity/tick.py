@@ -99,6 +99,11 @@ def explain(
     """The SkipReason of a tick without rescale: the rule's view plus the numbers a person checks."""
     snapshot = collected.snapshot
     numbers = tick_numbers(collected, policy)
+    awaited = snapshot.awaited
+    if awaited is not None and decision.rule not in ("awaiting", "in_flight"):
+        return f"waiting for the first batch of layout epoch {awaited.epoch}: {decision.reason}; {numbers}"
+    if awaited is not None:
+        return f"{decision.reason}; {numbers}"
     if decision.rule == "cooldown" and cooldown_until is not None:
         until = time.strftime("%H:%M:%S", time.localtime(cooldown_until))
         return f"cooling down until {until} ({cooldown_until - now_s:.0f} s) after a rescale; {numbers}"

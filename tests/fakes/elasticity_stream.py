@@ -39,6 +39,7 @@ class FakeStream:
         self.consumed = dict.fromkeys(range(partitions), 0)
         self.batch_id = 0
         self.committed_epoch = 0
+        self.committed_channels: int | None = len(self.channels)
 
     def _offsets(self, produced_records: float, lag_records: float) -> None:
         per_partition = produced_records / self.records_per_offset / len(self.end)
@@ -111,11 +112,14 @@ class FakeStream:
         self.channels = tuple(sorted(channels))
         self.epoch += 1
         self.committed_epoch = self.epoch
+        self.committed_channels = len(self.channels)
         return self
 
-    def commit_layout(self) -> FakeStream:
-        """A rescale committed in the registry, but no batch of the new layout has finished yet."""
+    def commit_layout(self, channels: Iterable[int] | None = None) -> FakeStream:
+        """A rescale committed in the registry, but no batch of the new layout has finished yet;
+        the registry names its `channels` (None: a reading without the committed channel count)."""
         self.committed_epoch = self.epoch + 1
+        self.committed_channels = None if channels is None else len(tuple(channels))
         return self
 
     def read(self, now_s: float | None = None) -> StreamReading:
@@ -126,6 +130,7 @@ class FakeStream:
             consumed_offsets=dict(self.consumed),
             probe_period_s=self.probe_period_s,
             committed_epoch=self.committed_epoch,
+            committed_channels=self.committed_channels,
         )
 
 

@@ -10,9 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elasticity.control.controller import ControllerState, LevelRecord, ReadyTick, ScalingController, SteadyInput
+from elasticity.control.controller import (
+    ControllerState,
+    LevelRecord,
+    PendingRescale,
+    ReadyTick,
+    ScalingController,
+    SteadyInput,
+)
 from elasticity.control.levels import Levels, level_sequence
 from elasticity.control.options import ControllerOptions
+from elasticity.control.signals import CommittedLayout
 from tests.fakes.control import make_evaluation
 
 OPTIONS = ControllerOptions(min_channels=1, max_channels=64, cooldown_s=5.0)
@@ -745,6 +753,51 @@ def test_a_layout_outrun_in_its_first_batch_scales_out_in_its_settling_period(ou
     assert decision.action == "scale_out" and decision.to_channels == 6, decision.reason
     assert "outgrown while settling" in decision.reason and decision.signals["outgrown"] == 1.0
     assert state.history == {} and state.pending is not None
+
+
+def awaiting_two_channels(outrun: bool) -> object:
+    """A tick of the slow machine's eSault run at ~31 s: 1 -> 2 committed (epoch 1), its first batch
+    still running, the input stepped to 533 rec/s; the one channel's last batch delivered 112."""
+    ev = make_evaluation(
+        1,
+        time_s=31.0,
+        ready_up=False,
+        ready_down=False,
+        settling=True,
+        outrun=outrun,
+        throughput_rps=112.0,
+        input_rate_rps=533.0,
+        lag_records=3_000.0,
+    )
+    return dataclasses.replace(ev, awaited=CommittedLayout(epoch=1, channels=2), busy_ceiling_rps=246.0)
+
+
+def test_a_committed_layout_the_input_outruns_is_scaled_out_before_its_first_batch():
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    decided = state_with(
+        pending=PendingRescale(from_channels=1, to_channels=2, from_epoch=0, decided_at_s=21.0),
+        cooldown_until_s=26.0,
+        steady_input=SteadyInput(since_s=21.0, low_rps=250.0, high_rps=250.0, rose=True),
+        scaled_out_at_s=21.0,
+    )
+    state, decision = ctl.decide(decided, awaiting_two_channels(outrun=True), 31.0)
+    # From the committed 2 channels, sized by what the one channel delivered: 533 / (112 x 0.9) =
+    # 5.3 -> 6, the drain of 3,000 records within the band P2 keeps (533 / (112 x 0.8) = 5.9 -> 6).
+    assert (decision.action, decision.from_channels, decision.to_channels) == ("scale_out", 2, 6), decision.reason
+    assert "outgrown before its first batch" in decision.reason and "(246 rec/s each)" in decision.reason
+    # The 1 -> 2 committed; the new rescale is pending from the committed layout.
+    assert state.pending == PendingRescale(from_channels=2, to_channels=6, from_epoch=1, decided_at_s=31.0)
+    # The next tick still awaits epoch 1: one rescale at a time.
+    _, again = ctl.decide(state, awaiting_two_channels(outrun=True), 41.0)
+    assert again.action == "none" and again.rule == "in_flight" and "has not committed yet" in again.reason
+
+
+def test_a_committed_layout_the_input_does_not_outrun_is_awaited():
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    state, decision = ctl.decide(state_with(), awaiting_two_channels(outrun=False), 31.0)
+    assert decision.action == "none" and decision.rule == "awaiting"
+    assert decision.reason == "waiting for the first batch of layout epoch 1 (2 channels)"
+    assert state.history == {} and state.pending is None
 
 
 # ------------------------------------------------------------------ rescales in flight, pause and settling

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ from elasticity.control.detectors import (
     update_peaks,
 )
 from elasticity.control.options import CongestionOptions, ControlOptions, OverloadOptions, UnderloadOptions
-from elasticity.control.signals import MetricsSnapshot
+from elasticity.control.signals import CommittedLayout, MetricsSnapshot
 from tests.fakes.control import make_snapshot
 
 OPTIONS = ControlOptions(
@@ -273,6 +275,28 @@ def test_a_rescaled_layouts_first_batch_is_outrun_when_the_input_exceeds_its_bus
 def test_a_first_layouts_cold_start_is_never_outrun():
     ev = the_first_batch_after_a_rescale_to(1, 50.0, 0.2, 558.0, 6_911.0, rescaled=False)
     assert not ev.after_rescale and not ev.outrun
+
+
+@pytest.mark.parametrize(
+    ("input_rps", "lag", "outrun"),
+    [(533.0, 3_000.0, True), (460.0, 3_000.0, False), (533.0, 500.0, False)],
+    ids=["outrun", "within-ceiling", "lag-shrank"],
+)
+def test_a_period_awaiting_a_committed_layout_is_no_evidence_and_asks_if_that_layout_is_outrun(input_rps, lag, outrun):
+    # eSault on a slow machine: 1 -> 2 committed at ~26 s, the first 2-channel batch still running
+    # when the input stepped to 533 rec/s. The one channel's last batch: 180 rec/s, busy 73 % of it.
+    windows, _ = run([make_snapshot(t, [2.0], [40.0], input_rate_rps=40.0, lag=1_000.0) for t in range(4)])
+    seen = windows.periods_seen
+    awaiting = replace(
+        make_snapshot(4, [9.0], [180.0], input_rate_rps=input_rps, lag=lag, busy_share=[0.73]),
+        awaited=CommittedLayout(epoch=1, channels=2),
+    )
+    windows, ev = evaluate(windows, awaiting, OPTIONS)
+    assert ev.settling and not ev.ready_up and windows.periods_seen == seen  # judged: nothing
+    assert ev.awaited == CommittedLayout(1, 2) and ev.deciding_layout == CommittedLayout(1, 2)
+    assert ev.busy_ceiling_rps == pytest.approx(180.0 / 0.73)  # 247 a channel: 493 for two
+    assert ev.outrun == outrun
+    assert windows.last_lag_records == lag  # the next period starts from it
 
 
 def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from elasticity.control import Decision
+from elasticity.control import CommittedLayout, Decision
 from orchestration.elasticity.collector import ChannelMap, NotReady, RecentArrivals, collect
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.realizer import target_for
@@ -78,12 +78,21 @@ def test_only_the_newest_layout_epoch_counts():
     assert (collected.snapshot.probe_latency_s < 2).all()
 
 
-def test_metrics_of_a_layout_older_than_the_committed_one_are_not_decided_on():
+def test_metrics_of_a_layout_older_than_the_committed_one_await_it():
+    stream = FakeStream(channels=(0, 1)).run(10, 300, 9.0).commit_layout((0, 1, 2))
+    collected = collect(stream.read(), None, POLICY)
+    # The old layout's metrics, naming the committed layout they are no evidence of.
+    assert collected.epoch == 0 and collected.channels.channel_ids == (0, 1)
+    assert collected.snapshot.awaited == CommittedLayout(epoch=1, channels=3)
+    stream.relayout((0, 1, 2)).run(2, 300, 0.5)
+    collected = collect(stream.read(), None, POLICY)
+    assert collected.epoch == 1 and collected.snapshot.awaited is None
+
+
+def test_without_the_committed_channel_count_an_older_layouts_metrics_are_not_decided_on():
     stream = FakeStream(channels=(0, 1)).run(10, 300, 9.0).commit_layout()
     with pytest.raises(NotReady, match="waiting for the first batch of layout epoch 1"):
         collect(stream.read(), None, POLICY)
-    stream.relayout((0, 1, 2)).run(2, 300, 0.5)
-    assert collect(stream.read(), None, POLICY).epoch == 1
 
 
 def test_input_rate_and_lag_come_from_offsets_in_stage_records():

@@ -96,12 +96,34 @@ def test_after_a_rescale_the_old_layouts_overload_does_not_trigger_a_second_one(
     _, request = harness.ticks_until_request(lambda: stream.run(10, 400, 12.0, lag_records=next(lag)))
     assert request is not None
     # The run committed the new layout; the stream is still busy with its last old-layout batch.
-    stream.commit_layout()
+    to_channels = request.run_config["ops"][LAYOUT_OP]["config"]["target"]["channels"]
+    stream.commit_layout(range(to_channels))
     for _ in range(3):
         stream.run(10, 400, 14.0, lag_records=next(lag))
         result = harness.tick()
         assert not result.run_requests
-        assert "waiting for the first batch of layout epoch 1" in result.skip_reason.skip_message
+        assert f"waiting for the first batch of layout epoch 1 ({to_channels} channels)" in (
+            result.skip_reason.skip_message
+        )
+
+
+def test_a_committed_layout_the_input_already_outruns_is_scaled_out_before_its_first_batch(settings, instance):
+    # One channel at 300 rec/s, busy 60 % of the time: 500 rec/s a channel by busy time. A person
+    # commits 2 channels; before their first batch, 1,500 rec/s arrive: more than 2 x 500.
+    stream = FakeStream(channels=(0,))
+    harness = Harness(stream, settings, instance)
+    stream.run(10, 300, 1.0, service_ms=2.0)
+    assert not harness.tick().run_requests
+    stream.commit_layout((0, 1)).stall(10, 1500)
+    result = harness.tick()
+    assert len(result.run_requests) == 1, result.skip_reason
+    request = result.run_requests[0]
+    assert "outgrown before its first batch" in request.tags[RESCALE_REASON_TAG]
+    assert request.run_config["ops"][LAYOUT_OP]["config"]["target"]["channels"] > 2
+    # One rescale at a time: the next tick waits for that one to commit.
+    stream.stall(10, 1500)
+    waiting = harness.tick()
+    assert not waiting.run_requests and "has not committed yet" in waiting.skip_reason.skip_message
 
 
 def test_a_steady_stream_within_the_slo_is_stable_and_says_why(settings, instance):
