@@ -395,11 +395,8 @@ class ScalingController:
                 )
             else:
                 state = state.model_copy(update={"pending": None})  # presumed failed: decide again
-        if state.cooldown_until_s is not None and now_s < state.cooldown_until_s:
-            wait = state.cooldown_until_s - now_s
-            return state, self._none(
-                now_s, channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {}
-            )
+        if (cooling := self._cooling(state, now_s, channels)) is not None:
+            return state, cooling
         if evaluation.settling:
             if evaluation.outrun:
                 return self._scale_out_outgrown(state, evaluation, now_s)
@@ -489,14 +486,18 @@ class ScalingController:
             )
         if pending is not None:
             state = state.model_copy(update={"pending": None})  # presumed failed: decide again
-        if state.cooldown_until_s is not None and now_s < state.cooldown_until_s:
-            wait = state.cooldown_until_s - now_s
-            return state, self._none(
-                now_s, awaited.channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {}
-            )
+        if (cooling := self._cooling(state, now_s, awaited.channels)) is not None:
+            return state, cooling
         if not ev.outrun:
             return state, self._none(now_s, awaited.channels, "awaiting", waiting, {})
         return self._scale_out_outgrown(state, ev, now_s)
+
+    def _cooling(self, state: ControllerState, now_s: float, channels: int) -> Decision | None:
+        """No decision while the last one cools down (`cooldown_s`); None once it has."""
+        if state.cooldown_until_s is None or now_s >= state.cooldown_until_s:
+            return None
+        wait = state.cooldown_until_s - now_s
+        return self._none(now_s, channels, "cooldown", f"cooling down for {wait:.1f} s more after a rescale", {})
 
     def _realized(self, state: ControllerState, ev: Evaluation, decision: Decision) -> ControllerState:
         """The state after a decision: a rescale is pending and cools down."""
