@@ -124,7 +124,7 @@ class StreamReading:
     consumed_offsets: dict[int, int]
     probe_period_s: float = 1.0
     committed_epoch: int | None = None  # the layout registry's committed epoch, when readable
-    committed_channels: int | None = None  # its channel count (None: not read; a committed layout is then awaited)
+    committed_channels: int | None = None  # its channel count (None: not read; such a tick waits for its first batch)
     skipped_metrics: int = 0  # malformed records on the metrics topic, left out of `metrics`
     skipped_problem: str | None = None  # what was wrong with the first of them
     arrivals: RecentArrivals | None = None  # the input topic's last few seconds, when asked for
