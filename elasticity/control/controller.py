@@ -380,21 +380,9 @@ class ScalingController:
             state = state.model_copy(update={"steady_input": steady_input})
             if steady_input.falling_at(now_s):
                 state = state.model_copy(update={"scaled_out_at_s": None})
-        pending = state.pending
-        if pending is not None:
-            if (evaluation.layout_epoch, channels) != (pending.from_epoch, pending.from_channels):
-                state = state.model_copy(update={"pending": None})  # the rescale is visible: it landed
-            elif now_s - pending.decided_at_s < self.options.rescale_timeout_s:
-                return state, self._none(
-                    now_s,
-                    channels,
-                    "in_flight",
-                    f"the rescale {pending.from_channels} -> {pending.to_channels} decided "
-                    f"{now_s - pending.decided_at_s:.1f} s ago is not visible yet; one rescale at a time",
-                    {},
-                )
-            else:
-                state = state.model_copy(update={"pending": None})  # presumed failed: decide again
+        state, in_flight = self._in_flight(state, evaluation, now_s, "is not visible yet")
+        if in_flight is not None:
+            return state, in_flight
         if (cooling := self._cooling(state, now_s, channels)) is not None:
             return state, cooling
         if evaluation.settling:
@@ -470,27 +458,34 @@ class ScalingController:
         scaled out at once, one rescale at a time, so its request waits only for the batch in
         flight. A rescale pending from an earlier layout has committed: this is its layout."""
         awaited = ev.deciding_layout
-        pending = state.pending
-        if pending is not None and (pending.from_epoch, pending.from_channels) != (awaited.epoch, awaited.channels):
-            state = state.model_copy(update={"pending": None})
-            pending = None
         waiting = f"waiting for the first batch of layout epoch {awaited.epoch} ({awaited.channels} channels)"
-        if pending is not None and now_s - pending.decided_at_s < self.options.rescale_timeout_s:
-            return state, self._none(
-                now_s,
-                awaited.channels,
-                "in_flight",
-                f"{waiting}; the rescale {pending.from_channels} -> {pending.to_channels} decided "
-                f"{now_s - pending.decided_at_s:.1f} s ago has not committed yet; one rescale at a time",
-                {},
-            )
-        if pending is not None:
-            state = state.model_copy(update={"pending": None})  # presumed failed: decide again
+        state, in_flight = self._in_flight(state, ev, now_s, "has not committed yet", waiting)
+        if in_flight is not None:
+            return state, in_flight
         if (cooling := self._cooling(state, now_s, awaited.channels)) is not None:
             return state, cooling
         if not ev.outrun:
             return state, self._none(now_s, awaited.channels, "awaiting", waiting, {})
         return self._scale_out_outgrown(state, ev, now_s)
+
+    def _in_flight(
+        self, state: ControllerState, ev: Evaluation, now_s: float, not_yet: str, waiting: str | None = None
+    ) -> tuple[ControllerState, Decision | None]:
+        """One rescale at a time: a rescale pending from the layout this tick would change is in
+        flight (a decision saying so) until `rescale_timeout_s`, then presumed failed; one pending
+        from another layout has landed. Either way it is no longer pending."""
+        pending, layout = state.pending, ev.deciding_layout
+        if pending is None:
+            return state, None
+        in_flight = (pending.from_epoch, pending.from_channels) == (layout.epoch, layout.channels)
+        if in_flight and now_s - pending.decided_at_s < self.options.rescale_timeout_s:
+            prefix = "" if waiting is None else f"{waiting}; "
+            reason = (
+                f"{prefix}the rescale {pending.from_channels} -> {pending.to_channels} decided "
+                f"{now_s - pending.decided_at_s:.1f} s ago {not_yet}; one rescale at a time"
+            )
+            return state, self._none(now_s, layout.channels, "in_flight", reason, {})
+        return state.model_copy(update={"pending": None}), None
 
     def _cooling(self, state: ControllerState, now_s: float, channels: int) -> Decision | None:
         """No decision while the last one cools down (`cooldown_s`); None once it has."""

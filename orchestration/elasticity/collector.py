@@ -275,6 +275,11 @@ def _records_and_offsets(reading: StreamReading, previous: OffsetSample) -> tupl
     return sum(m.input_records for m in ended), consumed
 
 
+def waiting_for_layout(committed_epoch: int, newest_epoch: int) -> str:
+    """Why a tick decides nothing while a committed layout's first batch has not reported."""
+    return f"waiting for the first batch of layout epoch {committed_epoch} (newest is epoch {newest_epoch})"
+
+
 def _awaited_layout(reading: StreamReading, newest: BatchMetrics) -> CommittedLayout | None:
     """The layout a committed rescale made when no batch of it has finished yet (the snapshot is then
     the layout before it: `MetricsSnapshot.awaited`), else None."""
@@ -283,9 +288,7 @@ def _awaited_layout(reading: StreamReading, newest: BatchMetrics) -> CommittedLa
     if reading.committed_channels is None:
         # Without its channel count the controller could only judge the old layout's metrics,
         # which would rescale twice for one overload.
-        raise NotReady(
-            f"waiting for the first batch of layout epoch {reading.committed_epoch} (newest is epoch {newest.epoch})"
-        )
+        raise NotReady(waiting_for_layout(reading.committed_epoch, newest.epoch))
     return CommittedLayout(reading.committed_epoch, reading.committed_channels)
 
 

@@ -25,7 +25,14 @@ from elasticity.control.asstream import (
     StageView,
     stage_batches,
 )
-from orchestration.elasticity.collector import Collected, NotReady, OffsetSample, StreamReading, collect
+from orchestration.elasticity.collector import (
+    Collected,
+    NotReady,
+    OffsetSample,
+    StreamReading,
+    collect,
+    waiting_for_layout,
+)
 from orchestration.elasticity.policy import ElasticityPolicy
 from orchestration.elasticity.realizer import target_for
 from orchestration.elasticity.stage_monitoring import own_seconds
@@ -94,9 +101,7 @@ class JobReadingCollector:
         collected = collect(self.reading, self.previous, self.policy)  # NotReady: nothing to decide on
         awaited = collected.snapshot.awaited
         if awaited is not None:  # the job's controllers judge layouts in effect only
-            raise NotReady(
-                f"waiting for the first batch of layout epoch {awaited.epoch} (newest is epoch {collected.epoch})"
-            )
+            raise NotReady(waiting_for_layout(awaited.epoch, collected.epoch))
         self.collected = collected
         first = stage_view(FIRST_STAGE, self.reading.metrics)
         first = StageView(FIRST_STAGE, self.collected.snapshot.channels, first.batches)

@@ -722,6 +722,13 @@ def test_a_refilling_layout_that_is_not_outgrown_waits_for_its_windows(input_rps
     assert decision.action == "none" and decision.rule == "warmup", decision.reason
 
 
+def a_masked_period(channels: int, time_s: float, outrun: bool, **numbers) -> object:
+    """A period that is no evidence (settling, or awaiting a layout), outrun or not, with its numbers."""
+    return make_evaluation(
+        channels, time_s=time_s, ready_up=False, ready_down=False, settling=True, outrun=outrun, **numbers
+    )
+
+
 @pytest.mark.parametrize("outrun", [True, False], ids=["outrun", "not-outrun"])
 def test_a_layout_outrun_in_its_first_batch_scales_out_in_its_settling_period(outrun):
     # eSault at 4d24df3, run 1, 36.4 s: the first 2-channel batch delivered 342 rec/s with 6,911
@@ -731,17 +738,14 @@ def test_a_layout_outrun_in_its_first_batch_scales_out_in_its_settling_period(ou
     before = state_with(
         steady_input=SteadyInput(since_s=20.7, low_rps=248.0, high_rps=248.0, rose=True), scaled_out_at_s=20.7
     )
-    first_batch = make_evaluation(
+    first_batch = a_masked_period(
         2,
-        time_s=36.4,
-        ready_up=False,
-        ready_down=False,
-        settling=True,
-        after_rescale=True,
-        outrun=outrun,
+        36.4,
+        outrun,
         throughput_rps=342.0,
         input_rate_rps=558.0,
         lag_records=6_911.0,
+        after_rescale=True,
         batch_cycle_s=8.8,
     )
     state, decision = ctl.decide(before, first_batch, 36.4)
@@ -758,17 +762,7 @@ def test_a_layout_outrun_in_its_first_batch_scales_out_in_its_settling_period(ou
 def awaiting_two_channels(outrun: bool) -> object:
     """A tick of the slow machine's eSault run at ~31 s: 1 -> 2 committed (epoch 1), its first batch
     still running, the input stepped to 533 rec/s; the one channel's last batch delivered 112."""
-    ev = make_evaluation(
-        1,
-        time_s=31.0,
-        ready_up=False,
-        ready_down=False,
-        settling=True,
-        outrun=outrun,
-        throughput_rps=112.0,
-        input_rate_rps=533.0,
-        lag_records=3_000.0,
-    )
+    ev = a_masked_period(1, 31.0, outrun, throughput_rps=112.0, input_rate_rps=533.0, lag_records=3_000.0)
     return dataclasses.replace(ev, awaited=CommittedLayout(epoch=1, channels=2), busy_ceiling_rps=246.0)
 
 
