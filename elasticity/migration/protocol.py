@@ -237,6 +237,10 @@ class Migrator:
         committed = self.registry.committed()
         area, journal = self._area_and_journal(epoch)
         if committed.epoch == epoch:
+            if not journal.has(Phase.COMMITTED):
+                # Killed between the commit point and its journal record: the journal must still
+                # say so, for whoever counts the committed migrations of each request.
+                journal.record(Phase.COMMITTED, recovered=True)
             previous = self.registry.previous()
             assert previous is not None, "a committed migration always has a previous layout"
             self._finalize(MigrationPlan.between(previous, committed), area, journal)

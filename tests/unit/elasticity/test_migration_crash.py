@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from elasticity.layout import Layout
-from elasticity.migration import LayoutRegistry, Migrator
+from elasticity.migration import Journal, LayoutRegistry, MigrationArea, Migrator, Phase
 from elasticity.state import Int64Codec, Location, RocksBackend
 
 from .migration_helpers import assert_owned_exactly_once, populate
@@ -76,6 +76,8 @@ def test_sigkill_then_recover_keeps_every_key_once(tmp_path, worker_env, operati
         assert result.action == action
         layout = assert_owned_exactly_once(backend, root, expected)
         assert layout.epoch == (initial.epoch if action == "rolled_back" else initial.epoch + 1)
+        journal = Journal(MigrationArea(Location.of(root), initial.epoch + 1).journal_location, lambda: 0.0)
+        assert journal.has(Phase.COMMITTED) == (action != "rolled_back"), journal.phases()
         # The stage can rescale again after recovery (a rolled-back attempt's epoch is spent).
         next_epoch = LayoutRegistry(Location.of(root)).next_epoch()
         assert next_epoch == initial.epoch + 2
