@@ -126,7 +126,7 @@ def _control_loop(spec, policy, stop: threading.Event, started: float, log: Cont
     from orchestration.elasticity.collector import KafkaStreamSource
     from orchestration.elasticity.tick import decide_tick
 
-    source = KafkaStreamSource(spec, policy.metrics_limit)
+    source = KafkaStreamSource.of_policy(spec, policy)
     cursor: str | None = None
     while not stop.wait(policy.sample_period_s):
         at = time.time() - started

@@ -451,12 +451,16 @@ def outrun_at_busy_ceiling(
     new layout's first batch and 237-249 in the warm ones after it, at 1 to 8 channels
     (2026-12-02). A layout taking in more than that ceiling falls behind whatever it does next,
     and waiting for its judged period costs a batch or two of backlog and, on a slow machine,
-    the rise's next step (the late second decision, BENCHMARKS section 5)."""
+    the rise's next step (the late second decision, BENCHMARKS section 5).
+
+    The input is the current one (`MetricsSnapshot.current_input_rate_rps`): a period that began
+    before a step of the input averages the step away (a slow machine's awaiting tick read ~300
+    rec/s two seconds after a step to 533, and waited)."""
     ceiling = busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, min_share=0.0)
     if channels is None or previous_lag is None or not ceiling:
         return False, ceiling
     grew = snapshot.total_lag_records > previous_lag
-    return grew and snapshot.input_rate_rps > ceiling * channels, ceiling
+    return grew and snapshot.current_input_rate_rps > ceiling * channels, ceiling
 
 
 def _layout_asked_if_outrun(windows: SignalWindows, snapshot: MetricsSnapshot, masked: bool) -> int | None:
@@ -535,7 +539,8 @@ def evaluate(
         latest_throughput_rps=snapshot.throughput_rps,
         # A settling period enters no window: its own throughput is all it says (`outrun`).
         total_throughput_rps=snapshot.total_throughput_rps if masked else float(recent_throughput),
-        input_rate_rps=snapshot.input_rate_rps,
+        # An outrun layout is sized for the input it is outrun by.
+        input_rate_rps=snapshot.current_input_rate_rps if outrun else snapshot.input_rate_rps,
         recent_max_input_rate_rps=_recent_max_input(windows, seen, options.controller.scale_in_input_periods),
         total_lag_records=snapshot.total_lag_records,
         congestion=congestion,

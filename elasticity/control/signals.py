@@ -66,6 +66,9 @@ class MetricsSnapshot:
     awaited: a rescale committed this layout and no batch of it has reported yet (None: the
         channels are those of the layout in effect). The per-channel fields are then the layout
         before it (its last batches); the input rate and the lag are the broker's, true for both.
+    recent_input_rate_rps: records per second produced over the last few seconds only (None: not
+        read). The period's rate averages a step of the input with what came before it; whether a
+        new layout is already outrun (`detectors.outrun_at_busy_ceiling`) is a question about now.
     """
 
     time_s: float
@@ -79,6 +82,7 @@ class MetricsSnapshot:
     top_key_share: FloatArray | None = None
     batch_cycle_s: float | None = None
     awaited: CommittedLayout | None = None
+    recent_input_rate_rps: float | None = None
 
     @classmethod
     def build(
@@ -95,6 +99,7 @@ class MetricsSnapshot:
         top_key_share: Sequence[float] | FloatArray | None = None,
         batch_cycle_s: float | None = None,
         awaited: CommittedLayout | None = None,
+        recent_input_rate_rps: float | None = None,
     ) -> MetricsSnapshot:
         """Build from plain sequences (what a real collector has), checking that lengths agree."""
         latency = _as_float_array(probe_latency_s)
@@ -122,7 +127,13 @@ class MetricsSnapshot:
             top_key_share=top_share,
             batch_cycle_s=None if batch_cycle_s is None else float(batch_cycle_s),
             awaited=awaited,
+            recent_input_rate_rps=None if recent_input_rate_rps is None else float(recent_input_rate_rps),
         )
+
+    @property
+    def current_input_rate_rps(self) -> float:
+        """The input rate as of now: the last few seconds' when read, else the period's."""
+        return self.input_rate_rps if self.recent_input_rate_rps is None else self.recent_input_rate_rps
 
     @property
     def channels(self) -> int:

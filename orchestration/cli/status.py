@@ -39,7 +39,7 @@ def _read_all(settings, names: list[str] | None, previous: dict[str, OffsetSampl
             slo_ms = stream_default.slo_s * 1000
             statuses.append(StreamStatus(entry.name, slo_ms, decision=decision, problem=str(error)))
             continue
-        source = KafkaStreamSource(spec, policy.metrics_limit)
+        source = KafkaStreamSource.of_policy(spec, policy)
         try:
             status, previous[entry.name] = read_status(
                 entry.name, source, policy, decision, previous.get(entry.name), time.time()

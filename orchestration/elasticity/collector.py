@@ -320,6 +320,9 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         max(0, reading.end_offsets[p] - reading.consumed_offsets.get(p, 0)) * offsets.records_per_offset
         for p in partitions
     ]
+    recent = None
+    if reading.arrivals is not None:
+        recent = reading.arrivals.offsets_per_second(reading.end_offsets) * offsets.records_per_offset
     snapshot = MetricsSnapshot.build(
         time_s=reading.now_s,
         probe_latency_s=latency,
@@ -332,6 +335,7 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         top_key_share=top_key,
         batch_cycle_s=_batch_cycle(epoch_batches, first, reading.now_s),
         awaited=awaited,
+        recent_input_rate_rps=recent,
     )
     notes = {
         "newest_batch_id": float(newest.batch_id),
@@ -339,9 +343,6 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         "records_per_offset": round(offsets.records_per_offset, 4),
         "skipped_metrics": float(reading.skipped_metrics),
     }
-    recent = None
-    if reading.arrivals is not None:
-        recent = reading.arrivals.offsets_per_second(reading.end_offsets) * offsets.records_per_offset
     return Collected(snapshot, channels, offsets, len(in_period), notes, recent)
 
 
@@ -353,6 +354,11 @@ class KafkaStreamSource:
         self.limit = limit
         self.arrival_window_s = arrival_window_s
         """> 0: also read which offsets arrived in the last this many seconds (`RecentArrivals`)."""
+
+    @classmethod
+    def of_policy(cls, spec: Any, policy: ElasticityPolicy) -> KafkaStreamSource:
+        """The source a one-stage stream's sensor reads, as its policy asks."""
+        return cls(spec, policy.metrics_limit, policy.arrival_window_s)
 
     def read(self, now_s: float) -> StreamReading:
         from pipelines.streams.files import StreamFiles

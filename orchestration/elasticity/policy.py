@@ -60,6 +60,12 @@ class ElasticityPolicy(BaseModel):
         True, description="Request rescale runs (off: the sensor still decides and explains, but runs nothing)."
     )
     metrics_limit: int = Field(120, ge=4, description="Metrics records (one per batch) read per evaluation.")
+    arrival_window_s: float = Field(
+        2.5,
+        ge=0,
+        description="Also read the input that arrived in the last this many seconds, to tell whether a new "
+        "layout is already outrun by the input of now (0: the sampling period's input only).",
+    )
     rescale_timeout_s: float = Field(
         300.0, gt=0, le=RESIZE_MAX_WAIT_S, description="How long a rescale run waits for the stream to apply it."
     )

@@ -117,7 +117,7 @@ def make_elasticity_sensor(
         waiting = rescale_in_flight(context.instance, entry.name, spec)
         if waiting is not None:
             return skip(waiting, context.cursor)
-        make_source = source or (lambda spec, policy: KafkaStreamSource(spec, policy.metrics_limit))
+        make_source = source or (lambda spec, policy: KafkaStreamSource.of_policy(spec, policy))
         try:
             reading = make_source(spec, stream_policy).read(time.time())
         except (KafkaError, OSError) as error:

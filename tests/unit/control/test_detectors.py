@@ -299,6 +299,27 @@ def test_a_period_awaiting_a_committed_layout_is_no_evidence_and_asks_if_that_la
     assert windows.last_lag_records == lag  # the next period starts from it
 
 
+@pytest.mark.parametrize("awaiting", [True, False], ids=["awaiting", "settling"])
+def test_whether_a_layout_is_outrun_is_asked_of_the_input_of_now(awaiting):
+    # eSault on a slow machine: the tick came 2 s after the input stepped from 267 to 533 rec/s; the
+    # period's rate averaged the step away (300), the last seconds' did not.
+    windows, _ = run([make_snapshot(t, [2.0], [40.0], input_rate_rps=40.0, lag=1_000.0) for t in range(4)])
+    if awaiting:
+        period = replace(
+            make_snapshot(4, [9.0], [180.0], input_rate_rps=300.0, lag=3_000.0, busy_share=[0.73]),
+            awaited=CommittedLayout(epoch=1, channels=2),
+        )
+    else:
+        period = make_snapshot(
+            9, [10.0] * 2, [171.0] * 2, input_rate_rps=300.0, lag=3_000.0, layout_epoch=1, busy_share=[0.70] * 2
+        )
+    assert not evaluate(windows, period, OPTIONS)[1].outrun
+    ev = evaluate(windows, replace(period, recent_input_rate_rps=533.0), OPTIONS)[1]
+    assert ev.outrun and ev.input_rate_rps == 533.0  # and sized for it
+    calm = evaluate(windows, replace(period, input_rate_rps=533.0, recent_input_rate_rps=300.0), OPTIONS)[1]
+    assert not calm.outrun  # the input fell back within the ceiling: not outrun now
+
+
 def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
     options = OPTIONS.model_copy(update={"settling": OPTIONS.settling.model_copy(update={"max_pause_s": 3.0})})
     _, evs = after_a_rescale(pause_periods=8, then=0, options=options)

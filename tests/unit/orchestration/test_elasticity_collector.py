@@ -160,6 +160,7 @@ def test_recent_arrivals_give_the_last_seconds_rate_in_stage_records():
     recent = collect(replace(reading, arrivals=RecentArrivals(2.0, starts)), tick.offsets, POLICY)
     assert recent.recent_input_rate_rps == pytest.approx(600, rel=0.05)
     assert recent.snapshot.input_rate_rps == pytest.approx(150, rel=0.05)
+    assert recent.snapshot.current_input_rate_rps == pytest.approx(600, rel=0.05)  # what the controller asks
 
 
 def test_a_partition_without_recent_records_adds_nothing():
