@@ -145,8 +145,11 @@ class Collected:
     offsets: OffsetSample
     batches_in_period: int
     notes: dict[str, float] = field(default_factory=dict)
-    recent_input_rate_rps: float | None = None
-    """Stage records/s that arrived over the reading's recent window (None: not read)."""
+
+    @property
+    def recent_input_rate_rps(self) -> float | None:
+        """Stage records/s that arrived over the reading's recent window (None: not read)."""
+        return self.snapshot.recent_input_rate_rps
 
     @property
     def epoch(self) -> int:
@@ -343,7 +346,7 @@ def collect(reading: StreamReading, previous: OffsetSample | None, policy: Elast
         "records_per_offset": round(offsets.records_per_offset, 4),
         "skipped_metrics": float(reading.skipped_metrics),
     }
-    return Collected(snapshot, channels, offsets, len(in_period), notes, recent)
+    return Collected(snapshot, channels, offsets, len(in_period), notes)
 
 
 class KafkaStreamSource:
