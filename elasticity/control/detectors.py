@@ -463,6 +463,23 @@ def outrun_at_busy_ceiling(
     return grew and snapshot.current_input_rate_rps > ceiling * channels, ceiling
 
 
+def within_sustained_ceiling(snapshot: MetricsSnapshot, ceiling_rps: float | None, max_latency_s: float) -> bool:
+    """Whether the period's input is within what its channels sustain at their busy-time ceiling
+    (`ceiling_rps` a channel), net of the batch overhead (`sustainable_rate`); False where either
+    is unknown.
+
+    A stream keeping up with a trickle holds a batch or two of input in flight, and a period that
+    delivered a little less than it took in then looks like a backlog that did not shrink: the
+    eSault bench's one channel after 4 -> 1 at 66cbdda took in 37 rec/s, was busy 18 % of 4.2-s
+    cycles at ~200 rec/s of busy time (~110 sustained), and was judged outgrown (1 -> 2, an
+    oscillation). An outgrown layout is far beyond that ceiling: the 2 channels of the saved eSault
+    runs' outgrown decisions took in 530-810 rec/s where they sustained 280-420 by this reading."""
+    if not ceiling_rps or snapshot.busy_share is None:
+        return False
+    sustained = sustainable_rate(ceiling_rps, snapshot.batch_cycle_s, snapshot.busy_share, max_latency_s)
+    return sustained is not None and snapshot.input_rate_rps <= sustained * snapshot.channels
+
+
 def _layout_asked_if_outrun(windows: SignalWindows, snapshot: MetricsSnapshot, masked: bool) -> int | None:
     """The channels `outrun_at_busy_ceiling` asks about: the awaited layout's, or a rescaled
     layout's once it processed something again while settling; None for any other period."""
@@ -502,15 +519,16 @@ def evaluate(
     start = None if masked or previous_time_s is None or previous_lag is None else (previous_time_s, previous_lag)
     busy = None if snapshot.busy_share is None else float(np.mean(snapshot.busy_share))
     saturated = start is not None and _backlog_throughout(snapshot, start, options.congestion, busy)
+    outrun, ceiling = outrun_at_busy_ceiling(snapshot, previous_lag, _layout_asked_if_outrun(windows, snapshot, masked))
     # Behind whatever the busy share (a micro-batch stream's channels idle between its batches even
-    # when it is far behind), and taking in more than the change factor beyond what it processed.
+    # when it is far behind), taking in more than the change factor beyond what it processed, and
+    # more than its channels could sustain (a trickle's batches in flight are no backlog).
     outpaced = (
         start is not None
         and snapshot.input_rate_rps > snapshot.total_throughput_rps * (1 + options.controller.throughput_change_factor)
         and _backlog_throughout(snapshot, start, options.congestion, None)
+        and not within_sustained_ceiling(snapshot, ceiling, options.overload.max_latency_s)
     )
-
-    outrun, ceiling = outrun_at_busy_ceiling(snapshot, previous_lag, _layout_asked_if_outrun(windows, snapshot, masked))
 
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
     draining = draining_flags(windows.latency, options.congestion.drain_tolerance)

@@ -187,7 +187,9 @@ class Evaluation:
         layout the windows saw, whose first batches pay for a cold start instead).
     outpaced: this period had a backlog throughout that did not shrink (as for `saturated`, but
         whatever the channels' busy share) and took in more than the change factor beyond what
-        it processed: the stage is behind and falling further behind.
+        it processed, and more than its channels sustain at their busy-time ceiling where that
+        is measured (`detectors.within_sustained_ceiling`): the stage is behind and falling
+        further behind, not a trickle with a batch or two in flight.
     outrun: a settling period after a rescale, once processing resumed (a new layout's first
         batch), or a period awaiting a committed layout (`awaited`), in which the input exceeded
         what that layout's channels could process busy all the time (`busy_ceiling_rps` each),

@@ -233,6 +233,38 @@ def test_a_period_behind_that_takes_in_more_than_it_processes_is_outpaced_whatev
     assert not ev.settling and ev.after_rescale and not ev.saturated and ev.outpaced == outpaced
 
 
+@pytest.mark.parametrize(
+    ("channels", "per_channel_rps", "busy_share", "cycle_s", "input_rps", "lags", "outpaced"),
+    [
+        (1, 31.0, 0.18, 4.17, 37.0, (194.0, 280.0), False),  # eSault's one channel after 4 -> 1 at 66cbdda
+        (1, 31.0, None, None, 37.0, (194.0, 280.0), True),  # no busy time measured: nothing to guard with
+        (2, 175.0, 0.70, 8.5, 806.0, (6_204.0, 8_000.0), True),  # eSault's 2 channels on a slow machine
+    ],
+    ids=["trickle", "trickle-unmeasured", "outgrown"],
+)
+def test_a_trickle_within_what_its_channels_sustain_is_not_outpaced(
+    channels, per_channel_rps, busy_share, cycle_s, input_rps, lags, outpaced
+):
+    # A stream keeping up at 37 rec/s holds a batch or two in flight; a period that delivered a
+    # little less than it took in looks like a backlog that did not shrink. Its one channel was
+    # busy 18 % of 4.2-s cycles (~170 rec/s of busy time, ~90 sustained at the bench's 15-s bound).
+    options = OPTIONS.model_copy(update={"overload": OPTIONS.overload.model_copy(update={"max_latency_s": 15.0})})
+    windows, _ = run([make_snapshot(t, [2.0] * 4, [10.0] * 4, input_rate_rps=40.0, lag=150.0) for t in range(4)])
+    for t, lag in zip((4, 9), lags, strict=True):  # the settling period (masked), then the first judged one
+        snapshot = make_snapshot(
+            t,
+            [5.0] * channels,
+            [per_channel_rps] * channels,
+            input_rate_rps=input_rps,
+            lag=lag,
+            layout_epoch=1,
+            busy_share=None if busy_share is None else [busy_share] * channels,
+            batch_cycle_s=cycle_s,
+        )
+        windows, ev = evaluate(windows, snapshot, options)
+    assert not ev.settling and ev.after_rescale and ev.outpaced == outpaced
+
+
 def the_first_batch_after_a_rescale_to(channels, per_channel_rps, busy_share, input_rps, lag, *, rescaled=True):
     """One channel keeping up at 40 rec/s with ~1,000 records waiting, then (if `rescaled`) a rescale
     to `channels` whose first batch ends in the period; the evaluation of that period."""
