@@ -279,6 +279,10 @@ def capacity_from_samples(samples: list[float]) -> tuple[float, float]:
     return max(float(values.min()), float(values.mean()) - spread), spread
 
 
+FIRST_LAYOUT_JUDGED_PERIODS = 2
+"""Judged periods of the first layout before an outpaced one counts as outgrown (`Controller._outgrown`)."""
+
+
 def scale_out_capacity(state: ControllerState) -> float | None:
     """The per-channel capacity P6 sizes a scale-out by: the saturated estimate, else (none seen
     yet) the busy-time samples' mean less one standard deviation. Only scale-out takes the
@@ -514,15 +518,26 @@ class ScalingController:
             }
         )
 
-    @staticmethod
-    def _outgrown(ev: Evaluation) -> bool:
-        """A layout a rescale made too small beyond doubt before its windows refill: a period after
-        the settling that was outpaced (a backlog of a period's work throughout that did not shrink,
-        and an input beyond the throughput by more than the change factor). The windows take
-        `reaction_time` periods to refill after every rescale; a stage the input has outgrown piles
-        up that many periods of backlog meanwhile, which the SLO then pays for while it drains. Not
-        on the first layout: its first batches are slow for a cold start."""
-        return ev.after_rescale and ev.outpaced
+    def _outgrown(self, ev: Evaluation) -> bool:
+        """A layout too small beyond doubt before its windows refill: a period after the settling
+        that was outpaced (a backlog of a period's work throughout that did not shrink, an input
+        beyond the throughput by more than the change factor and beyond what the channels sustain).
+        The windows take `reaction_time` periods to refill after every rescale; a stage the input
+        has outgrown piles up that many periods of backlog meanwhile, which the SLO then pays for
+        while it drains.
+
+        The first layout's first judged period still holds cold batches (a channel delivering 28
+        of 40 rec/s after a slow machine's cold start), so it counts from its second
+        (`FIRST_LAYOUT_JUDGED_PERIODS`): on a slow machine whose cold start masked two periods,
+        the windows refilled at 26 s, after the eSault input had stepped to 257 rec/s at 16-21 s
+        (the one channel delivering 50), and the first decision waited for them. Only where busy
+        time is measured, so that the outpaced period was beyond what the channels sustain
+        (`detectors.within_sustained_ceiling`), and without a hot channel: a split needs the
+        windows (`_skewed_channel`)."""
+        if ev.after_rescale:
+            return ev.outpaced
+        cold = ev.periods_judged < FIRST_LAYOUT_JUDGED_PERIODS
+        return ev.outpaced and not cold and ev.busy_share is not None and self._skewed_channel(ev) is None
 
     def _scale_out_outgrown(
         self, state: ControllerState, ev: Evaluation, now_s: float
@@ -532,7 +547,9 @@ class ScalingController:
         enters no level history. Sized by `outgrown_capacity`."""
         channels = ev.deciding_layout.channels
         level = self.levels.level_of(channels)
-        capacity = outgrown_capacity(state, ev)
+        # A first layout's outpaced period holds no fresh channels of a rescale: sized as P1/P6 would.
+        first_layout = not ev.after_rescale and not ev.outrun
+        capacity = (scale_out_capacity(state) or 0.0) if first_layout else outgrown_capacity(state, ev)
         signals = {**self._signals(ev, level, capacity, "unknown"), "outgrown": 1.0}
         outgrown = _outgrown_text(ev)
         if level >= self.levels.top:

@@ -576,5 +576,6 @@ def evaluate(
         channel_throughput_rps=windows.channel_throughput(),
         top_key_share=snapshot.top_key_share,
         batch_cycle_s=snapshot.batch_cycle_s,
+        periods_judged=seen,
     )
     return windows, evaluation

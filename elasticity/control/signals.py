@@ -206,6 +206,7 @@ class Evaluation:
         (None where the evaluation was built without windows).
     top_key_share: per channel, the newest period's share of its records on its most frequent key.
     batch_cycle_s: the newest period's micro-batch cycle (`MetricsSnapshot.batch_cycle_s`).
+    periods_judged: the periods of this layout in the windows (0 while it settles or starts cold).
     """
 
     time_s: float
@@ -238,6 +239,7 @@ class Evaluation:
     channel_throughput_rps: FloatArray | None = None
     top_key_share: FloatArray | None = None
     batch_cycle_s: float | None = None
+    periods_judged: int = 0
 
     @property
     def deciding_layout(self) -> CommittedLayout:

@@ -39,6 +39,7 @@ def make_evaluation(
     busy_rate_rps: float | None = None,
     batch_cycle_s: float | None = None,
     channel_throughput_rps: Sequence[float] | None = None,
+    periods_judged: int = 0,
 ) -> Evaluation:
     """An evaluation as the detectors would produce it; per-channel arrays follow the given sets."""
     over = np.zeros(channels, dtype=bool)
@@ -85,6 +86,7 @@ def make_evaluation(
         else np.asarray(channel_throughput_rps, dtype=float),
         top_key_share=None if top_key_share is None else np.asarray(top_key_share, dtype=float),
         batch_cycle_s=batch_cycle_s,
+        periods_judged=periods_judged,
     )
 
 

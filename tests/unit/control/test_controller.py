@@ -722,6 +722,58 @@ def test_a_refilling_layout_that_is_not_outgrown_waits_for_its_windows(input_rps
     assert decision.action == "none" and decision.rule == "warmup", decision.reason
 
 
+@pytest.mark.parametrize(
+    ("periods_judged", "measured", "busy_rates", "to_channels"),
+    [(2, True, [], 2), (2, True, [100.0, 100.0], 4), (1, True, [], None), (2, False, [], None)],
+    ids=["second-judged-period", "sized-by-busy-time", "first-judged-period-still-cold", "busy-time-unmeasured"],
+)
+def test_a_first_layout_outpaced_after_its_cold_start_scales_out_before_its_windows_refill(
+    periods_judged, measured, busy_rates, to_channels
+):
+    # A slow machine's eSault run at 66cbdda, 21.0 s: the cold start masked two periods, the one
+    # channel's second judged period took in 250 rec/s and delivered 40 with 1,576 records behind.
+    # The windows refilled at 26.4 s, and P1 took the same 1 -> 2 then. Sized as P1/P6 size it: one
+    # level with no capacity known, else by the busy-time stand-in, not by the cold period's 40.
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    ev = make_evaluation(
+        1,
+        time_s=21.0,
+        ready_up=False,
+        ready_down=False,
+        outpaced=True,
+        throughput_rps=40.0,
+        input_rate_rps=250.0,
+        lag_records=1_576.0,
+        batch_cycle_s=7.6,
+        busy_share=[0.2] if measured else None,
+        periods_judged=periods_judged,
+    )
+    _, decision = ctl.decide(state_with(busy_rate_samples_rps=busy_rates), ev, 21.0)
+    if to_channels is None:
+        assert decision.action == "none" and decision.rule == "warmup", decision.reason
+    else:
+        assert decision.action == "scale_out" and decision.to_channels == to_channels, decision.reason
+
+
+def test_a_first_layout_with_a_hot_channel_waits_for_its_windows_to_judge_the_skew():
+    # The e2e Zipf load on 2 channels: channel 0 busy throughout with 2.3 times the other's records.
+    ctl = controller(drain_within_band=True, **STREAM_POLICY_BAND)
+    ev = make_evaluation(
+        2,
+        ready_up=False,
+        ready_down=False,
+        outpaced=True,
+        throughput_rps=357.0,
+        input_rate_rps=480.0,
+        lag_records=3_000.0,
+        busy_share=[1.0, 0.5],
+        channel_throughput_rps=[250.0, 107.0],
+        periods_judged=2,
+    )
+    _, decision = ctl.decide(state_with(), ev, 21.0)
+    assert decision.action == "none" and decision.rule == "warmup", decision.reason
+
+
 def a_masked_period(channels: int, time_s: float, outrun: bool, **numbers) -> object:
     """A period that is no evidence (settling, or awaiting a layout), outrun or not, with its numbers."""
     return make_evaluation(

@@ -158,7 +158,7 @@ def test_windows_restart_on_layout_change_and_round_trip_through_json():
     # The new layout's first period holds the end of the rescale's pause: masked, not counted.
     assert after.periods_seen == 0 and ev.settling and not ev.ready_up
     after, ev = evaluate(after, make_snapshot(6, [0.1, 0.2], layout_epoch=1), OPTIONS)
-    assert after.periods_seen == 1 and not ev.settling and not ev.ready_up
+    assert after.periods_seen == 1 and not ev.settling and not ev.ready_up and ev.periods_judged == 1
 
 
 def test_a_lag_the_stage_cannot_drain_within_max_drain_s_is_congestion_although_input_rises():
