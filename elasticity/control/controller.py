@@ -544,10 +544,10 @@ class ScalingController:
     ) -> tuple[ControllerState, Decision]:
         """P1/P6 on an outgrown layout, and nothing else: one period of freshly rescaled channels
         (some still cold) is no evidence that scaling out gained nothing (P5) or of skew, and it
-        enters no level history. Sized by `outgrown_capacity`."""
+        enters no level history. Sized by `outgrown_capacity`; a first layout (no rescale, not outrun)
+        as P1/P6 would size it, by the saturated estimate or the busy-time stand-in, else one level."""
         channels = ev.deciding_layout.channels
         level = self.levels.level_of(channels)
-        # A first layout's outpaced period holds no fresh channels of a rescale: sized as P1/P6 would.
         first_layout = not ev.after_rescale and not ev.outrun
         capacity = (scale_out_capacity(state) or 0.0) if first_layout else outgrown_capacity(state, ev)
         signals = {**self._signals(ev, level, capacity, "unknown"), "outgrown": 1.0}
