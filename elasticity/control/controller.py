@@ -43,7 +43,8 @@ The capacity estimate comes from saturated periods (a backlog of a period's work
 is seen, P6's scale-out takes the same statistic over busy-time samples: records per second of
 the channels' busy time (DS2's true processing rate), read only from periods whose channels were
 busy enough for a batch's fixed costs not to dominate, less what a micro-batch stream's batches
-spend outside the channels at the cycle the latency bound allows (`detectors.sustainable_rate`).
+spend outside the channels at the cycle the latency bound allows (`detectors.sustainable_rate`),
+by the least of that overhead the recent periods showed (`scale_out_capacity`).
 Neither is bounded by the input, unlike an unsaturated period's throughput, which only raises a
 lower bound (what the channels demonstrably processed) that replaces the estimate when it exceeds
 every saturated sample. An outgrown layout (behind throughout) is sized by what its channels
@@ -59,6 +60,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from elasticity.control.decision import Action, Decision
+from elasticity.control.detectors import sustainable_rate
 from elasticity.control.levels import Levels
 from elasticity.control.options import ControllerOptions
 from elasticity.control.signals import Evaluation, FloatArray
@@ -169,6 +171,11 @@ class ControllerState(BaseModel):
     busy_rate_samples_rps: list[float] = Field(
         default_factory=list,
         description="Records per busy second of a channel in the recent periods busy enough to read it, oldest first.",
+    )
+    batch_overhead_shares: list[float] = Field(
+        default_factory=list,
+        description="Share of the latency bound's cycle the recent periods' micro-batches spent outside their "
+        "channels (`detectors.batch_overhead_share`), oldest first.",
     )
     capacity_floor_rps: float | None = Field(
         None, description="Lower bound: the highest per-channel throughput any undisturbed period showed."
@@ -285,12 +292,30 @@ FIRST_LAYOUT_JUDGED_PERIODS = 2
 
 def scale_out_capacity(state: ControllerState) -> float | None:
     """The per-channel capacity P6 sizes a scale-out by: the saturated estimate, else (none seen
-    yet) the busy-time samples' mean less one standard deviation. Only scale-out takes the
-    busy-time stand-in: stepping up one level at a time costs a pause and a growing backlog per
-    step, where scale-in's one-level probe is cheap and guarded by the level history."""
+    yet) the busy-time samples' mean less one standard deviation, net of the batch overhead
+    (`least_batch_overhead`). Only scale-out takes the busy-time stand-in: stepping up one level
+    at a time costs a pause and a growing backlog per step, where scale-in's one-level probe is
+    cheap and guarded by the level history."""
     if state.channel_capacity_rps is not None or not state.busy_rate_samples_rps:
         return state.channel_capacity_rps
-    return capacity_from_samples(state.busy_rate_samples_rps)[0]
+    return sustainable_rate(capacity_from_samples(state.busy_rate_samples_rps)[0], least_batch_overhead(state))
+
+
+def least_batch_overhead(state: ControllerState) -> float | None:
+    """The batch overhead a busy-time rate is netted by: the least share the recent periods showed
+    (None: none measured).
+
+    A period's time outside its channels is the batch's fixed work plus slack that only adds to
+    it: a cold start, contention for the cores, a backlog's catch-up. Netting each busy-time
+    sample by its own period's share over-nets: square's first high phase with one core busy at
+    16209c6 read 274 rec/s of busy time in a cold one-channel period that spent 3.8 s of its 8-s
+    cycle outside the channel (134 net), and P6 sized 800 rec/s to 8 channels; the 4 channels of
+    its static segment carried that 800 at a p99 of 11.9 s, which leaves at most 1.0 s a cycle
+    outside the channels, the least any of its periods showed (0.95 s). Over the saved runs'
+    static segments that met the SLO, the overhead their p99 allows lay at or below the low
+    decile of the run's periods, and below the median by a third to a half (BENCHMARKS.md
+    section 5)."""
+    return min(state.batch_overhead_shares) if state.batch_overhead_shares else None
 
 
 def outgrown_capacity(state: ControllerState, ev: Evaluation) -> float:
@@ -341,6 +366,9 @@ def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -
     busy_samples = list(state.busy_rate_samples_rps)
     if evaluation.busy_rate_rps is not None and evaluation.busy_rate_rps > 0:
         busy_samples = [*busy_samples, evaluation.busy_rate_rps][-keep:]
+    overheads = list(state.batch_overhead_shares)
+    if evaluation.batch_overhead_share is not None:
+        overheads = [*overheads, evaluation.batch_overhead_share][-keep:]
     demonstrated = evaluation.total_throughput_rps / max(1, evaluation.channels)
     floor = max(state.capacity_floor_rps or 0.0, demonstrated) or None
     # A cursor from before the samples were kept has an estimate but no samples: keep it.
@@ -354,6 +382,7 @@ def update_capacity(state: ControllerState, evaluation: Evaluation, keep: int) -
         update={
             "capacity_samples_rps": samples,
             "busy_rate_samples_rps": busy_samples,
+            "batch_overhead_shares": overheads,
             "capacity_floor_rps": floor,
             "channel_capacity_rps": capacity,
         }
@@ -946,6 +975,8 @@ class ScalingController:
         samples, kind = state.capacity_samples_rps, "saturated period(s)"
         if not samples:
             samples, kind = state.busy_rate_samples_rps, "period(s) by busy time, none saturated yet"
+            if (overhead := least_batch_overhead(state)) is not None:
+                kind += f", net of a batch overhead of {overhead:.0%} of the cycle the SLO allows"
         capacity = scale_out_capacity(state)
         if not samples or capacity is None:
             return ""

@@ -382,26 +382,37 @@ def busy_time_rate(throughput_rps: FloatArray, busy_share: FloatArray | None, mi
     return float(np.sum(throughput_rps)) / busy
 
 
-def sustainable_rate(
-    busy_rate_rps: float, batch_cycle_s: float | None, busy_share: FloatArray, max_latency_s: float
+def batch_overhead_share(
+    batch_cycle_s: float | None, busy_share: FloatArray | None, max_latency_s: float
 ) -> float | None:
-    """A busy-time rate less what a micro-batch stream pays outside its channels, at the batch
-    cycle that still meets the latency bound.
+    """The share of the cycle a latency bound allows that a period's micro-batches spent outside
+    their channels: (1 - b) c / (L / 2) for a busiest channel busy a share b of a c-second cycle
+    and a bound of L; None where no cycle or busy share is measured (a stream that is no
+    micro-batch stream, the fluid model).
 
     A batch whose busiest channel worked a share b of a cycle of c seconds spent (1 - b) c
     elsewhere (the trigger, the source, the shuffle, the write, the commit), and every batch pays
     it again. A record waits for the batch running when it arrives and then for its own, so a
-    stage meets a bound of L with cycles of L / 2, of which its channels work L / 2 - (1 - b) c:
-    a channel sustains busy_rate x (1 - (1 - b) c / (L / 2)). The eSault bench's run 2 at 0f8ba15
-    sized its first scale-out by 248 rec/s of busy time, 1 -> 2, where channels delivered 174-197
-    rec/s at saturation, and the stage stayed behind until its next decision; with the busy share
-    and cycle of that decision's period (40 % of 4.6 s) and its 15-s bound, the 248 nets to 157.
-    The rate as it is where no cycle is measured (a stream that is no micro-batch stream, the
-    fluid model); None where the overhead alone takes the whole cycle (no rate meets the bound)."""
-    if batch_cycle_s is None:
+    stage meets a bound of L with cycles of L / 2, of which its channels work L / 2 - (1 - b) c.
+    The busiest channel's work is the batch's critical path; the others' idle time is not overhead."""
+    if batch_cycle_s is None or busy_share is None or busy_share.size == 0:
+        return None
+    return batch_cycle_s * (1.0 - min(1.0, float(np.max(busy_share)))) / (max_latency_s / 2.0)
+
+
+def sustainable_rate(busy_rate_rps: float, overhead_share: float | None) -> float | None:
+    """A busy-time rate less what a micro-batch stream pays outside its channels
+    (`batch_overhead_share`): a channel sustains busy_rate x (1 - share) at the cycle the latency
+    bound allows. The rate as it is where no overhead is measured; None where the overhead alone
+    takes the whole cycle (no rate meets the bound).
+
+    The eSault bench's run 2 at 0f8ba15 sized its first scale-out by 248 rec/s of busy time,
+    1 -> 2, where channels delivered 174-197 rec/s at saturation, and the stage stayed behind
+    until its next decision; with the busy share and cycle of that decision's period (40 % of
+    4.6 s) and its 15-s bound, the 248 nets to 157."""
+    if overhead_share is None:
         return busy_rate_rps
-    overhead_s = batch_cycle_s * (1.0 - min(1.0, float(np.max(busy_share))))
-    usable = 1.0 - overhead_s / (max_latency_s / 2.0)
+    usable = 1.0 - overhead_share
     return busy_rate_rps * usable if usable > 0 else None
 
 
@@ -426,14 +437,6 @@ def _backlog_throughout(
         busy_share,
         options.saturation_busy_share,
     )
-
-
-def _sustainable_busy_rate(snapshot: MetricsSnapshot, options: ControlOptions) -> float | None:
-    """The period's busy-time rate (`busy_time_rate`), net of its batches' overhead (`sustainable_rate`)."""
-    rate = busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, options.controller.busy_rate_min_share)
-    if rate is None or snapshot.busy_share is None:  # a rate is read only from measured busy shares
-        return rate
-    return sustainable_rate(rate, snapshot.batch_cycle_s, snapshot.busy_share, options.overload.max_latency_s)
 
 
 def outrun_at_busy_ceiling(
@@ -476,7 +479,8 @@ def within_sustained_ceiling(snapshot: MetricsSnapshot, ceiling_rps: float | Non
     runs' outgrown decisions took in 530-810 rec/s where they sustained 280-420 by this reading."""
     if not ceiling_rps or snapshot.busy_share is None:
         return False
-    sustained = sustainable_rate(ceiling_rps, snapshot.batch_cycle_s, snapshot.busy_share, max_latency_s)
+    overhead = batch_overhead_share(snapshot.batch_cycle_s, snapshot.busy_share, max_latency_s)
+    sustained = sustainable_rate(ceiling_rps, overhead)
     return sustained is not None and snapshot.input_rate_rps <= sustained * snapshot.channels
 
 
@@ -564,7 +568,12 @@ def evaluate(
         congestion=congestion,
         timeout_in_window=bool(timed_out_recently.any()),
         saturated=saturated,
-        busy_rate_rps=None if masked else _sustainable_busy_rate(snapshot, options),
+        busy_rate_rps=None
+        if masked
+        else busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, options.controller.busy_rate_min_share),
+        batch_overhead_share=None
+        if masked
+        else batch_overhead_share(snapshot.batch_cycle_s, snapshot.busy_share, options.overload.max_latency_s),
         settling=masked,
         after_rescale=windows.rescaled_at_s is not None,
         outpaced=outpaced,

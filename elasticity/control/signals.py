@@ -177,10 +177,11 @@ class Evaluation:
         end, so the stage never ran out of input: its throughput is what the channels can do
         (the only periods the capacity estimate is taken from).
     busy_rate_rps: records one channel processed per second of its busy time this period (DS2's
-        true processing rate), net of what each micro-batch spends outside the channels at the
-        cycle the latency bound allows (`detectors.sustainable_rate`), when the snapshots carry
-        busy shares and the channels were busy enough for it to be read
-        (`ControllerOptions.busy_rate_min_share`); None otherwise.
+        true processing rate), when the snapshots carry busy shares and the channels were busy
+        enough for it to be read (`ControllerOptions.busy_rate_min_share`); None otherwise.
+    batch_overhead_share: the share of the cycle the latency bound allows that this period's
+        micro-batches spent outside their channels (`detectors.batch_overhead_share`); None in a
+        settling period or where no cycle or busy share is measured.
     settling: this period is part of a rescale's pause or of the settling after it; it did not
         enter the windows, and neither ready flag is set.
     after_rescale: the layout was entered by a rescale seen in the snapshots (not the first
@@ -228,6 +229,7 @@ class Evaluation:
     timeout_in_window: bool
     saturated: bool = False
     busy_rate_rps: float | None = None
+    batch_overhead_share: float | None = None
     settling: bool = False
     after_rescale: bool = False
     outpaced: bool = False

@@ -17,6 +17,7 @@ from elasticity.control.controller import (
     ReadyTick,
     ScalingController,
     SteadyInput,
+    scale_out_capacity,
 )
 from elasticity.control.levels import Levels, level_sequence
 from elasticity.control.options import ControllerOptions
@@ -404,17 +405,54 @@ def test_a_busy_time_rate_net_of_the_batch_overhead_sizes_the_first_scale_out_fo
     # The eSault bench's run 2 at 0f8ba15, 26.0 s: one channel behind at 369 rec/s, 248 rec/s by busy
     # time. Sized by it, 1 -> 2; the channels then delivered 197 rec/s each, the input reached 800 and
     # the stage was judged outgrown only 22 s later (SLO attainment 0.865). Net of the batch overhead
-    # (`detectors.sustainable_rate`: 157 rec/s), 1 -> 3, as run 1 did from a saturated 174 (0.995).
+    # (2.76 s of the 7.5-s cycle its 15-s bound allows: 157 rec/s), 1 -> 3, as run 1 did from a
+    # saturated 174 (0.995).
     ctl = controller(
         busy_rate_min_share=0.5, scale_out_utilization=0.9, scale_in_utilization=0.8, drain_within_band=True
     )
     targets = []
-    for busy_rate in (248.0, 157.0):
+    for overhead in (None, 2.76 / 7.5):
         behind = make_evaluation(
-            1, congested=True, throughput_rps=81.3, input_rate_rps=368.8, lag_records=2050.0, busy_rate_rps=busy_rate
+            1,
+            congested=True,
+            throughput_rps=81.3,
+            input_rate_rps=368.8,
+            lag_records=2050.0,
+            busy_rate_rps=248.0,
+            batch_overhead_share=overhead,
         )
         targets.append(ctl.decide(state_with(), behind, 26.0)[1].to_channels)
     assert targets == [2, 3]
+
+
+def test_a_busy_time_rate_is_netted_by_the_least_batch_overhead_the_recent_periods_showed():
+    # Square's first high phase with one core busy at 16209c6 (run 1): the first layout's one channel
+    # read 274 rec/s of busy time in a cold period that spent 3.8 s of its 8-s cycle outside the
+    # channel; the 2 channels after it spent 2.0 s a cycle outside, too little busy to read a rate.
+    # Netted by its own period, 274 -> 134 and 772 rec/s -> 8 channels; the 4 channels of the run's
+    # static segment carried 800 rec/s at the SLO. By the least overhead seen, 274 -> 202: 6.
+    ctl = controller(
+        busy_rate_min_share=0.5, scale_out_utilization=0.7, scale_in_utilization=0.7, drain_within_band=True
+    )
+    state = state_with()
+    cold = make_evaluation(
+        1, throughput_rps=143.0, input_rate_rps=162.0, busy_rate_rps=274.0, batch_overhead_share=3.84 / 7.5
+    )
+    state, _ = ctl.decide(state, cold, 26.0)
+    assert scale_out_capacity(state) == pytest.approx(274.0 * (1 - 3.84 / 7.5))
+    behind = make_evaluation(
+        2,
+        congested=True,
+        throughput_rps=173.0,
+        input_rate_rps=772.0,
+        lag_records=4500.0,
+        batch_overhead_share=1.98 / 7.5,
+    )
+    state, decision = ctl.decide(state, behind, 53.5)
+    assert state.batch_overhead_shares == [pytest.approx(3.84 / 7.5), pytest.approx(1.98 / 7.5)]
+    assert scale_out_capacity(state) == pytest.approx(274.0 * (1 - 1.98 / 7.5))
+    assert decision.rule == "P1+P6" and decision.to_channels == 6
+    assert "net of a batch overhead of 26% of the cycle the SLO allows" in decision.reason
 
 
 def test_a_saturated_estimate_replaces_the_busy_time_rate_for_p6():

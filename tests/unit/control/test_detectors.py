@@ -9,6 +9,7 @@ import pytest
 
 from elasticity.control.detectors import (
     SignalWindows,
+    batch_overhead_share,
     busy_time_rate,
     congestion_signal,
     evaluate,
@@ -442,24 +443,29 @@ def test_the_busy_time_rate_is_records_per_busy_second_once_the_channels_are_bus
 def test_a_busy_time_rate_is_net_of_each_micro_batchs_overhead_at_the_cycle_the_bound_allows():
     # The eSault bench's 1-channel stage: busy 40 % of a 4.6-s cycle, 248 rec/s by busy time, a 15-s
     # bound: 2.76 s of every cycle are spent outside the channel, of the 7.5 s a cycle may take.
-    assert sustainable_rate(248.0, 4.6, np.array([0.4]), 15.0) == pytest.approx(248.0 * (1 - 2.76 / 7.5))
+    share = batch_overhead_share(4.6, np.array([0.4]), 15.0)
+    assert share == pytest.approx(2.76 / 7.5)
+    assert sustainable_rate(248.0, share) == pytest.approx(248.0 * (1 - 2.76 / 7.5))
     # The busiest channel's work is the batch's critical path; the others' idle time is not overhead.
-    assert sustainable_rate(100.0, 2.0, np.array([0.2, 0.9, 0.5]), 10.0) == pytest.approx(100.0 * (1 - 0.2 / 5.0))
-    assert sustainable_rate(248.0, None, np.array([0.4]), 15.0) == 248.0  # no cycle measured: as it is
-    assert sustainable_rate(248.0, 12.0, np.array([0.3]), 15.0) is None  # 8.4 s of overhead: no rate meets 15 s
-    # Through the windows: the period's cycle and busy shares net the rate down.
+    assert batch_overhead_share(2.0, np.array([0.2, 0.9, 0.5]), 10.0) == pytest.approx(0.2 / 5.0)
+    assert batch_overhead_share(None, np.array([0.4]), 15.0) is None  # no cycle measured
+    assert batch_overhead_share(4.6, None, 15.0) is None  # no busy share measured
+    assert sustainable_rate(248.0, None) == 248.0  # no overhead measured: as it is
+    assert sustainable_rate(248.0, batch_overhead_share(12.0, np.array([0.3]), 15.0)) is None  # 8.4 s: none meets 15 s
+    # Through the windows: the rate as read, and the period's overhead beside it (the controller
+    # nets the one by the least of the others, `controller.least_batch_overhead`).
     options = OPTIONS.model_copy(
         update={"controller": OPTIONS.controller.model_copy(update={"busy_rate_min_share": 0.5})}
     )
-    rates = []
+    read = []
     for cycle in (None, 0.5):
         snapshot = make_snapshot(
             0.0, [2.0, 2.0], [70.0, 70.0], input_rate_rps=200.0, lag=50.0, busy_share=[0.6, 0.8], batch_cycle_s=cycle
         )
         _, ev = evaluate(None, snapshot, options)
-        rates.append(ev.busy_rate_rps)
+        read.append((ev.busy_rate_rps, ev.batch_overhead_share))
     bound = OPTIONS.overload.max_latency_s
-    assert rates == [100.0, pytest.approx(100.0 * (1 - 0.5 * 0.2 / (bound / 2)))]
+    assert read == [(100.0, None), (100.0, pytest.approx(0.5 * 0.2 / (bound / 2)))]
 
 
 def test_a_lag_held_by_idle_channels_is_no_backlog():
