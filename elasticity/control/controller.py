@@ -311,10 +311,10 @@ def least_batch_overhead(state: ControllerState) -> float | None:
     16209c6 read 274 rec/s of busy time in a cold one-channel period that spent 3.8 s of its 8-s
     cycle outside the channel (134 net), and P6 sized 800 rec/s to 8 channels; the 4 channels of
     its static segment carried that 800 at a p99 of 11.9 s, which leaves at most 1.0 s a cycle
-    outside the channels, the least any of its periods showed (0.95 s). Over the saved runs'
-    static segments that met the SLO, the overhead their p99 allows lay at or below the low
-    decile of the run's periods, and below the median by a third to a half (BENCHMARKS.md
-    section 5)."""
+    outside the channels, about the least any of its periods showed (0.95 s). Over the saved
+    runs' 4-channel static segments that met the SLO, the overhead their p99 allows lay within
+    0.3 s of the run's least reading or below it, 14-52 % below the median reading (BENCHMARKS.md
+    section 5): by the least, a capacity reads at most ~4 % high at a 15-s bound."""
     return min(state.batch_overhead_shares) if state.batch_overhead_shares else None
 
 
