@@ -318,10 +318,12 @@ def least_batch_overhead(state: ControllerState) -> float | None:
     return min(state.batch_overhead_shares) if state.batch_overhead_shares else None
 
 
-def outgrown_capacity(state: ControllerState, ev: Evaluation) -> float:
+def outgrown_capacity(state: ControllerState, ev: Evaluation, min_busy_share: float | None) -> float:
     """The per-channel capacity an outgrown layout is scaled out by: the saturated estimate when
     there is one; else what this period's channels did with a backlog throughout, or the busy-time
-    stand-in if that is lower.
+    stand-in if that is lower; but the stand-in alone (`_busy_stand_in`) where the channels were
+    busy less than `min_busy_share` on average, since what they delivered then is not what they
+    can do (None: the delivered rate counts at any share).
 
     A busy-time rate counts only the seconds a channel works, but a micro-batch stream also pays
     each batch's work outside the channels' own time while its channels wait: measured
@@ -329,12 +331,38 @@ def outgrown_capacity(state: ControllerState, ev: Evaluation) -> float:
     backlog (a busy share of 0.7), and 156 and 130 delivered later at 6 and 8 channels. Sized by
     the busy-time rate, 2 -> 6 left 6 channels draining 12,000 records at 140 rec/s for 40 s. A
     saturated estimate is a delivered rate already, and is kept over this one period, whose fresh
-    channels may still be cold (`_scale_out_outgrown`)."""
+    channels may still be cold (`_scale_out_outgrown`).
+
+    A period the input's step crosses is behind at its end but delivered about the input before
+    the step: square's high phases with one core busy at fdc2c1e were judged outgrown at 2
+    channels that had delivered 86-90 rec/s each, busy 33-39 % of the time, and went 2 -> 8 by
+    it, where 6 carry the phase; the busy time of the same periods read 244-249 rec/s."""
     if state.channel_capacity_rps is not None:
         return state.channel_capacity_rps
     delivered = ev.total_throughput_rps / max(1, ev.channels)
+    stand_in = _busy_stand_in(state, ev)
+    if stand_in and not _delivered_at_capacity(ev, min_busy_share):
+        return stand_in
     known = [rate for rate in (scale_out_capacity(state), delivered) if rate]
     return min(known, default=0.0)
+
+
+def _busy_stand_in(state: ControllerState, ev: Evaluation) -> float | None:
+    """The busy-time capacity P6 sizes by (`scale_out_capacity`), else, where no period was busy
+    enough to read one, this period's busy-time ceiling net of the least batch overhead."""
+    if (capacity := scale_out_capacity(state)) is not None:
+        return capacity
+    if not ev.busy_ceiling_rps:
+        return None
+    return sustainable_rate(ev.busy_ceiling_rps, least_batch_overhead(state))
+
+
+def _delivered_at_capacity(ev: Evaluation, min_busy_share: float | None) -> bool:
+    """Whether the channels were busy enough (`min_busy_share` on average over the windows) for
+    what they delivered to be what they can do; True where busy time is not measured."""
+    if min_busy_share is None or ev.busy_share is None or ev.busy_share.size == 0:
+        return True
+    return float(np.mean(ev.busy_share)) >= min_busy_share
 
 
 def _outgrown_text(ev: Evaluation) -> str:
@@ -578,7 +606,11 @@ class ScalingController:
         channels = ev.deciding_layout.channels
         level = self.levels.level_of(channels)
         first_layout = not ev.after_rescale and not ev.outrun
-        capacity = (scale_out_capacity(state) or 0.0) if first_layout else outgrown_capacity(state, ev)
+        capacity = (
+            (scale_out_capacity(state) or 0.0)
+            if first_layout
+            else outgrown_capacity(state, ev, self.options.busy_rate_min_share)
+        )
         signals = {**self._signals(ev, level, capacity, "unknown"), "outgrown": 1.0}
         outgrown = _outgrown_text(ev)
         if level >= self.levels.top:

@@ -723,6 +723,39 @@ def test_an_outgrown_layout_without_a_saturated_estimate_is_sized_by_what_its_ch
     assert f"at {min(247.0, delivered_rps / 2):,.0f} rec/s per channel" in decision.reason
 
 
+@pytest.mark.parametrize(
+    ("busy_share", "samples", "to_channels", "sized_by"),
+    [(0.37, [246.0], 3, 197.0), (0.37, [], 3, 197.0), (0.6, [246.0], 8, 89.0)],
+    ids=["idle-channels", "idle-channels-no-sample-yet", "busy-channels"],
+)
+def test_an_outgrown_layout_whose_channels_idled_is_sized_by_busy_time_not_by_what_they_delivered(
+    busy_share, samples, to_channels, sized_by
+):
+    # Square's run 2 with one core busy at fdc2c1e, 50.5 s: the input's step crossed the period, so
+    # its 2 channels were behind at its end but had delivered 178 rec/s, busy 37 % of the time.
+    # By the delivered 89 a channel: 2 -> 8, where 6 carried the high phase. By busy time, 246 rec/s
+    # net of the least overhead (20 %): 197. Without a busy-time sample (no period busy half the
+    # time), the period's own busy-time ceiling stands in. Busy channels' delivered rate still counts.
+    ctl = controller(drain_within_band=True, busy_rate_min_share=0.5, **STREAM_POLICY_BAND)
+    before = state_with(busy_rate_samples_rps=samples, batch_overhead_shares=[0.49, 0.2])
+    behind = make_evaluation(
+        2,
+        time_s=50.5,
+        ready_up=False,
+        ready_down=False,
+        after_rescale=True,
+        outpaced=True,
+        throughput_rps=178.0,
+        input_rate_rps=464.0,
+        lag_records=2_650.0,
+        busy_share=[busy_share, busy_share],
+        busy_ceiling_rps=246.0,
+    )
+    _, decision = ctl.decide(before, behind, 50.5)
+    assert decision.to_channels == to_channels, decision.reason
+    assert f"at {sized_by:,.0f} rec/s per channel" in decision.reason
+
+
 def test_an_outgrown_layout_that_processed_nothing_and_has_no_estimate_steps_one_level():
     # Stalled (idle past the pause bound, so judged) before any capacity was read: no rate to size
     # by, and dividing by it must not stop the sensor.
