@@ -48,7 +48,8 @@ by the least of that overhead the recent periods showed (`scale_out_capacity`).
 Neither is bounded by the input, unlike an unsaturated period's throughput, which only raises a
 lower bound (what the channels demonstrably processed) that replaces the estimate when it exceeds
 every saturated sample. An outgrown layout (behind throughout) is sized by what its channels
-delivered when that is lower than either (`outgrown_capacity`).
+delivered when that is lower than either and they were busy enough for it to be what they can do
+(`outgrown_capacity`).
 """
 
 from __future__ import annotations
