@@ -322,9 +322,10 @@ def least_batch_overhead(state: ControllerState) -> float | None:
 def outgrown_capacity(state: ControllerState, ev: Evaluation, min_busy_share: float | None) -> float:
     """The per-channel capacity an outgrown layout is scaled out by: the saturated estimate when
     there is one; else what this period's channels did with a backlog throughout, or the busy-time
-    stand-in if that is lower; but the stand-in alone (`_busy_stand_in`) where the channels were
-    busy less than `min_busy_share` on average, since what they delivered then is not what they
-    can do (None: the delivered rate counts at any share).
+    stand-in if that is lower; but the stand-in alone (with no busy-time sample yet,
+    `_ceiling_stand_in`) where the channels were busy less than `min_busy_share` on average,
+    since what they delivered then is not what they can do (None: the delivered rate counts at
+    any share).
 
     A busy-time rate counts only the seconds a channel works, but a micro-batch stream also pays
     each batch's work outside the channels' own time while its channels wait: measured
@@ -341,18 +342,16 @@ def outgrown_capacity(state: ControllerState, ev: Evaluation, min_busy_share: fl
     if state.channel_capacity_rps is not None:
         return state.channel_capacity_rps
     delivered = ev.total_throughput_rps / max(1, ev.channels)
-    stand_in = _busy_stand_in(state, ev)
-    if stand_in and not _delivered_at_capacity(ev, min_busy_share):
+    estimate = scale_out_capacity(state)
+    if not _delivered_at_capacity(ev, min_busy_share) and (stand_in := estimate or _ceiling_stand_in(state, ev)):
         return stand_in
-    known = [rate for rate in (scale_out_capacity(state), delivered) if rate]
+    known = [rate for rate in (estimate, delivered) if rate]
     return min(known, default=0.0)
 
 
-def _busy_stand_in(state: ControllerState, ev: Evaluation) -> float | None:
-    """The busy-time capacity P6 sizes by (`scale_out_capacity`), else, where no period was busy
-    enough to read one, this period's busy-time ceiling net of the least batch overhead."""
-    if (capacity := scale_out_capacity(state)) is not None:
-        return capacity
+def _ceiling_stand_in(state: ControllerState, ev: Evaluation) -> float | None:
+    """Where no period was busy enough to read a busy-time sample: this period's busy-time
+    ceiling net of the least batch overhead."""
     if not ev.busy_ceiling_rps:
         return None
     return sustainable_rate(ev.busy_ceiling_rps, least_batch_overhead(state))

@@ -466,10 +466,12 @@ def outrun_at_busy_ceiling(
     return grew and snapshot.current_input_rate_rps > ceiling * channels, ceiling
 
 
-def within_sustained_ceiling(snapshot: MetricsSnapshot, ceiling_rps: float | None, max_latency_s: float) -> bool:
+def within_sustained_ceiling(
+    snapshot: MetricsSnapshot, ceiling_rps: float | None, overhead_share: float | None
+) -> bool:
     """Whether the period's input is within what its channels sustain at their busy-time ceiling
-    (`ceiling_rps` a channel), net of the batch overhead (`sustainable_rate`); False where either
-    is unknown.
+    (`ceiling_rps` a channel), net of the period's batch overhead (`overhead_share`,
+    `sustainable_rate`); False where the ceiling or the busy shares are unknown.
 
     A stream keeping up with a trickle holds a batch or two of input in flight, and a period that
     delivered a little less than it took in then looks like a backlog that did not shrink: the
@@ -479,8 +481,7 @@ def within_sustained_ceiling(snapshot: MetricsSnapshot, ceiling_rps: float | Non
     runs' outgrown decisions took in 530-810 rec/s where they sustained 280-420 by this reading."""
     if not ceiling_rps or snapshot.busy_share is None:
         return False
-    overhead = batch_overhead_share(snapshot.batch_cycle_s, snapshot.busy_share, max_latency_s)
-    sustained = sustainable_rate(ceiling_rps, overhead)
+    sustained = sustainable_rate(ceiling_rps, overhead_share)
     return sustained is not None and snapshot.input_rate_rps <= sustained * snapshot.channels
 
 
@@ -524,6 +525,7 @@ def evaluate(
     busy = None if snapshot.busy_share is None else float(np.mean(snapshot.busy_share))
     saturated = start is not None and _backlog_throughout(snapshot, start, options.congestion, busy)
     outrun, ceiling = outrun_at_busy_ceiling(snapshot, previous_lag, _layout_asked_if_outrun(windows, snapshot, masked))
+    overhead = batch_overhead_share(snapshot.batch_cycle_s, snapshot.busy_share, options.overload.max_latency_s)
     # Behind whatever the busy share (a micro-batch stream's channels idle between its batches even
     # when it is far behind), taking in more than the change factor beyond what it processed, and
     # more than its channels could sustain (a trickle's batches in flight are no backlog).
@@ -531,7 +533,7 @@ def evaluate(
         start is not None
         and snapshot.input_rate_rps > snapshot.total_throughput_rps * (1 + options.controller.throughput_change_factor)
         and _backlog_throughout(snapshot, start, options.congestion, None)
-        and not within_sustained_ceiling(snapshot, ceiling, options.overload.max_latency_s)
+        and not within_sustained_ceiling(snapshot, ceiling, overhead)
     )
 
     share_late = late_share(windows.latency, windows.timed_out, options.overload.max_latency_s)
@@ -571,9 +573,7 @@ def evaluate(
         busy_rate_rps=None
         if masked
         else busy_time_rate(snapshot.throughput_rps, snapshot.busy_share, options.controller.busy_rate_min_share),
-        batch_overhead_share=None
-        if masked
-        else batch_overhead_share(snapshot.batch_cycle_s, snapshot.busy_share, options.overload.max_latency_s),
+        batch_overhead_share=None if masked else overhead,
         settling=masked,
         after_rescale=windows.rescaled_at_s is not None,
         outpaced=outpaced,

@@ -738,17 +738,12 @@ def test_an_outgrown_layout_whose_channels_idled_is_sized_by_busy_time_not_by_wh
     # time), the period's own busy-time ceiling stands in. Busy channels' delivered rate still counts.
     ctl = controller(drain_within_band=True, busy_rate_min_share=0.5, **STREAM_POLICY_BAND)
     before = state_with(busy_rate_samples_rps=samples, batch_overhead_shares=[0.49, 0.2])
-    behind = make_evaluation(
-        2,
+    behind = dataclasses.replace(
+        the_first_period_after_settling_at_2_channels(464.0, throughput_rps=178.0),
         time_s=50.5,
-        ready_up=False,
-        ready_down=False,
-        after_rescale=True,
-        outpaced=True,
-        throughput_rps=178.0,
-        input_rate_rps=464.0,
-        lag_records=2_650.0,
-        busy_share=[busy_share, busy_share],
+        total_lag_records=2_650.0,
+        batch_cycle_s=None,
+        busy_share=np.array([busy_share, busy_share]),
         busy_ceiling_rps=246.0,
     )
     _, decision = ctl.decide(before, behind, 50.5)
