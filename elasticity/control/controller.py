@@ -368,8 +368,13 @@ def _delivered_at_capacity(ev: Evaluation, min_busy_share: float | None) -> bool
 def _outgrown_text(ev: Evaluation) -> str:
     """Why `_scale_out_outgrown` scales out: which period showed the layout too small, and its numbers."""
     if not ev.outrun:
+        now = (
+            f" ({ev.current_input_rate_rps:,.0f} in its last seconds)"
+            if ev.current_input_rate_rps != ev.input_rate_rps
+            else ""
+        )
         return (
-            f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s "
+            f"outgrown before its windows refilled: a period behind took in {ev.input_rate_rps:,.0f} rec/s{now} "
             f"and processed {ev.total_throughput_rps:,.0f}"
         )
     layout = ev.deciding_layout
@@ -602,7 +607,13 @@ class ScalingController:
         """P1/P6 on an outgrown layout, and nothing else: one period of freshly rescaled channels
         (some still cold) is no evidence that scaling out gained nothing (P5) or of skew, and it
         enters no level history. Sized by `outgrown_capacity`; a first layout (no rescale, not outrun)
-        as P1/P6 would size it, by the saturated estimate or the busy-time stand-in, else one level."""
+        as P1/P6 would size it, by the saturated estimate or the busy-time stand-in, else one level.
+
+        Sized for the input of now (`Evaluation.current_input_rate_rps`), as the outrun test reads
+        it: a period that a step of the input crossed averages the step away. Square's run 2 with
+        one core busy at 8b61701 judged 2 channels outgrown at 50 s by a period that took in 423
+        rec/s on average, went 2 -> 4, and needed 4 -> 6 32 s later with all 4 channels
+        overloaded and its SLO attainment down to 0.920; the input had stepped to 800 within it."""
         channels = ev.deciding_layout.channels
         level = self.levels.level_of(channels)
         first_layout = not ev.after_rescale and not ev.outrun
@@ -615,7 +626,9 @@ class ScalingController:
         outgrown = _outgrown_text(ev)
         if level >= self.levels.top:
             return state, self._none(now_s, channels, "bounds", f"{outgrown}, but at the maximum", signals)
-        sized = self._scale_out_level(ev, capacity, _stepping_up(state, now_s)) if capacity > 0 else level + 1
+        stepping_up = _stepping_up(state, now_s)
+        rate = ev.current_input_rate_rps
+        sized = self._scale_out_level(ev, rate, capacity, stepping_up) if capacity > 0 else level + 1
         target = min(max(level + 1, sized), self.levels.top)
         to_channels = self.levels.channels_at(target)
         decision = self._decision(
@@ -782,22 +795,21 @@ class ScalingController:
         target = level + 1
         capacity = scale_out_capacity(state)
         if capacity and capacity > 0:
-            target = max(target, self._scale_out_level(ev, capacity, _stepping_up(state, now_s)))
+            target = max(target, self._scale_out_level(ev, ev.input_rate_rps, capacity, _stepping_up(state, now_s)))
         return self.levels.channels_at(min(target, self.levels.top))
 
-    def _scale_out_level(self, ev: Evaluation, capacity_rps: float, stepping_up: bool) -> int:
-        """The level P6 sizes for: the input at scale_out_utilization plus the backlog's drain, the
-        drain capped (drain_within_band) at the level P2 keeps at this input once it is drained,
+    def _scale_out_level(self, ev: Evaluation, rate_rps: float, capacity_rps: float, stepping_up: bool) -> int:
+        """The level P6 sizes for: an input of `rate_rps` at scale_out_utilization plus the backlog's
+        drain, the drain capped (drain_within_band) at the level P2 keeps at this input once it is drained,
         unless the input has just stepped up in a rise in steps that has already outgrown the
         stage (`_stepping_up`: the channels beyond the band carry the rise's next step)."""
-        rate = ev.input_rate_rps
         sized = self.levels.level_covering(
-            self._channels_needed(ev, rate, capacity_rps, self.options.scale_out_utilization)
+            self._channels_needed(ev, rate_rps, capacity_rps, self.options.scale_out_utilization)
         )
         if not self.options.drain_within_band or stepping_up:
             return sized
-        carried = self.levels.level_covering(rate / (capacity_rps * self.options.scale_out_utilization))
-        kept = self.levels.level_covering(rate / (capacity_rps * self.options.scale_in_utilization))
+        carried = self.levels.level_covering(rate_rps / (capacity_rps * self.options.scale_out_utilization))
+        kept = self.levels.level_covering(rate_rps / (capacity_rps * self.options.scale_in_utilization))
         return max(carried, min(sized, kept))
 
     def _channels_needed(self, ev: Evaluation, rate_rps: float, capacity_rps: float, utilization: float) -> float:
@@ -1000,6 +1012,8 @@ class ScalingController:
             signals["busy_share_mean"] = float(np.mean(ev.busy_share))
         if ev.batch_cycle_s is not None:  # what P2 does not count as a backlog
             signals["batch_cycle_s"] = round(ev.batch_cycle_s, 4)
+        if ev.recent_input_rate_rps is not None:  # what an outgrown layout is sized for
+            signals["recent_input_rate_rps"] = ev.recent_input_rate_rps
         return signals
 
     @staticmethod

@@ -586,5 +586,6 @@ def evaluate(
         top_key_share=snapshot.top_key_share,
         batch_cycle_s=snapshot.batch_cycle_s,
         periods_judged=seen,
+        recent_input_rate_rps=snapshot.recent_input_rate_rps,
     )
     return windows, evaluation

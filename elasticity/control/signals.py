@@ -208,6 +208,9 @@ class Evaluation:
     top_key_share: per channel, the newest period's share of its records on its most frequent key.
     batch_cycle_s: the newest period's micro-batch cycle (`MetricsSnapshot.batch_cycle_s`).
     periods_judged: the periods of this layout in the windows (0 while it settles or starts cold).
+    recent_input_rate_rps: the input over the period's last few seconds
+        (`MetricsSnapshot.recent_input_rate_rps`; None: not read). An outgrown layout is sized for
+        it: a period that a step of the input crossed averages the step away.
     """
 
     time_s: float
@@ -242,6 +245,12 @@ class Evaluation:
     top_key_share: FloatArray | None = None
     batch_cycle_s: float | None = None
     periods_judged: int = 0
+    recent_input_rate_rps: float | None = None
+
+    @property
+    def current_input_rate_rps(self) -> float:
+        """The input rate as of now: the last few seconds' when read, else the period's."""
+        return self.input_rate_rps if self.recent_input_rate_rps is None else self.recent_input_rate_rps
 
     @property
     def deciding_layout(self) -> CommittedLayout:

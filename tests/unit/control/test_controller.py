@@ -751,6 +751,28 @@ def test_an_outgrown_layout_whose_channels_idled_is_sized_by_busy_time_not_by_wh
     assert f"at {sized_by:,.0f} rec/s per channel" in decision.reason
 
 
+@pytest.mark.parametrize(
+    ("recent_input_rps", "to_channels"), [(None, 4), (672.0, 6)], ids=["period-average-only", "input-of-now"]
+)
+def test_an_outgrown_layout_is_sized_for_the_input_of_now_not_the_period_a_step_crossed(recent_input_rps, to_channels):
+    # Square's run 2 with one core busy at 8b61701, 50.0 s: the input stepped from 160 to 800 rec/s
+    # 2 s before the tick, so the period averaged 423. Sized by that, 2 -> 4, and 4 -> 6 followed
+    # 32 s later with all 4 channels overloaded (SLO attainment 0.920). The last 2.5 s of input
+    # (672: half a second of them before the step) size it as every later high phase went: 6.
+    ctl = controller(drain_within_band=True, busy_rate_min_share=0.5, **STREAM_POLICY_BAND)
+    before = state_with(channel_capacity_rps=171.0, capacity_samples_rps=[171.0])
+    behind = dataclasses.replace(
+        the_first_period_after_settling_at_2_channels(423.0, throughput_rps=210.0),
+        time_s=50.0,
+        total_lag_records=2_048.0,
+        batch_cycle_s=3.81,
+        recent_input_rate_rps=recent_input_rps,
+    )
+    _, decision = ctl.decide(before, behind, 50.0)
+    assert decision.action == "scale_out" and decision.to_channels == to_channels, decision.reason
+    assert ("672 in its last seconds" in decision.reason) == (recent_input_rps is not None), decision.reason
+
+
 def test_an_outgrown_layout_that_processed_nothing_and_has_no_estimate_steps_one_level():
     # Stalled (idle past the pause bound, so judged) before any capacity was read: no rate to size
     # by, and dividing by it must not stop the sensor.

@@ -353,6 +353,14 @@ def test_whether_a_layout_is_outrun_is_asked_of_the_input_of_now(awaiting):
     assert not calm.outrun  # the input fell back within the ceiling: not outrun now
 
 
+def test_every_evaluation_carries_the_input_of_now_for_an_outgrown_layout_to_be_sized_by():
+    windows, _ = run([make_snapshot(t, [2.0], [40.0], input_rate_rps=40.0, lag=1_000.0) for t in range(4)])
+    period = make_snapshot(4, [9.0], [180.0], input_rate_rps=423.0, lag=3_000.0, busy_share=[0.43])
+    assert evaluate(windows, period, OPTIONS)[1].current_input_rate_rps == 423.0  # not read: the period's
+    ev = evaluate(windows, replace(period, recent_input_rate_rps=672.0), OPTIONS)[1]
+    assert not ev.outrun and ev.input_rate_rps == 423.0 and ev.current_input_rate_rps == 672.0
+
+
 def test_a_stage_idle_longer_than_max_pause_is_judged_not_masked():
     options = OPTIONS.model_copy(update={"settling": OPTIONS.settling.model_copy(update={"max_pause_s": 3.0})})
     _, evs = after_a_rescale(pause_periods=8, then=0, options=options)
