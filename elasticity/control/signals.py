@@ -132,8 +132,8 @@ class MetricsSnapshot:
 
     @property
     def current_input_rate_rps(self) -> float:
-        """The input rate as of now: the last few seconds' when read, else the period's."""
-        return self.input_rate_rps if self.recent_input_rate_rps is None else self.recent_input_rate_rps
+        """The input rate as of now (`input_of_now`)."""
+        return input_of_now(self.input_rate_rps, self.recent_input_rate_rps)
 
     @property
     def channels(self) -> int:
@@ -249,8 +249,8 @@ class Evaluation:
 
     @property
     def current_input_rate_rps(self) -> float:
-        """The input rate as of now: the last few seconds' when read, else the period's."""
-        return self.input_rate_rps if self.recent_input_rate_rps is None else self.recent_input_rate_rps
+        """The input rate as of now (`input_of_now`)."""
+        return input_of_now(self.input_rate_rps, self.recent_input_rate_rps)
 
     @property
     def deciding_layout(self) -> CommittedLayout:
@@ -291,3 +291,8 @@ class Evaluation:
         is not a reason for another rescale.
         """
         return self.congestion.congested or (bool(self.overloaded.any()) and not self.congestion.draining)
+
+
+def input_of_now(period_rps: float, recent_rps: float | None) -> float:
+    """The input rate as of now: the last few seconds' when read, else the period's."""
+    return period_rps if recent_rps is None else recent_rps
