@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
 from elasticity.state.files import Location
-from elasticity.state.history import FileHistory, History, latest_version
+from elasticity.state.history import FileHistory, HashRanges, History, latest_version
 from elasticity.state.records import (
     ENTRY_SCHEMA,
     INITIAL_VERSION,
@@ -38,7 +38,7 @@ from elasticity.state.records import (
     empty_entries,
     filter_ranges,
 )
-from elasticity.state.store import HashRanges, KeyHasher, StateStore
+from elasticity.state.store import KeyHasher, StateStore
 
 
 def fold_entries(tables: list[pa.Table]) -> pa.Table:
@@ -147,7 +147,7 @@ class HistoryStore(StateStore):
             return empty_entries()
         snapshots = [s for s in self.history.snapshot_versions() if s <= target]
         base = snapshots[-1] if snapshots else INITIAL_VERSION
-        parts = [self.history.read_snapshot(base)] if snapshots else []
+        parts = [self.history.read_snapshot(base, ranges)] if snapshots else []
         parts += [self.history.read_changelog(v) for v in self.history.changelog_versions() if base < v <= target]
         if ranges is not None:
             parts = [filter_ranges(p, ranges) for p in parts]

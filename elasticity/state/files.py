@@ -22,6 +22,7 @@ import re
 import time
 import uuid
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,8 @@ import pyarrow.parquet as pq
 from elasticity.state.uris import filesystem
 
 TEMP_PREFIX = ".tmp-"
+RowGroupChoice = Callable[[pq.FileMetaData], Sequence[int]]
+"""Which row groups of a Parquet file to read, given its metadata."""
 _TRAILER = re.compile(rb"\n#esp-crc32 ([0-9a-f]{8}) ([0-9]+)\n\Z")
 # The trailer is short; a file's last bytes this long always contain all of it.
 _TRAILER_MAX = 48
@@ -211,16 +214,22 @@ class Location:
         except (pa.ArrowException, OSError) as error:
             raise CorruptFile(self.file(name), f"not an Arrow IPC file ({error})", _WRITTEN_SO) from None
 
-    def publish_parquet(self, name: str, table: pa.Table) -> None:
-        """Parquet file (compressed, for snapshots), atomically."""
+    def publish_parquet(self, name: str, table: pa.Table, row_group_rows: int | None = None) -> None:
+        """Parquet file (compressed, for snapshots), atomically; `row_group_rows`: rows per row
+        group (None: pyarrow's default), so that a reader can skip the groups it does not need."""
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
+        pq.write_table(table, sink, row_group_size=row_group_rows)
         self.publish_bytes(name, sink.getvalue())
 
-    def read_parquet(self, name: str) -> pa.Table:
+    def read_parquet(self, name: str, row_groups: RowGroupChoice | None = None) -> pa.Table:
+        """The whole table, or with `row_groups` only the row groups it picks from the file's
+        metadata (the checksum still covers the whole file: it is read and checked whole)."""
         payload = unseal(self.file(name), self._raw(name))
         try:
-            return pq.read_table(pa.BufferReader(pa.py_buffer(payload)))
+            if row_groups is None:
+                return pq.read_table(pa.BufferReader(pa.py_buffer(payload)))
+            parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(payload)))
+            return parquet.read_row_groups(list(row_groups(parquet.metadata)))
         except (pa.ArrowException, OSError) as error:
             raise CorruptFile(self.file(name), f"not a Parquet file ({error})", _WRITTEN_SO) from None
 

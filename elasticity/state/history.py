@@ -8,16 +8,27 @@
 every file published by write-temp-then-rename, so a reader never sees half a record.
 `MemoryHistory` is the same contract in a dict (for the in-memory store and tests). Restoring
 version v = newest snapshot <= v, then every changelog in (snapshot, v], in order.
+
+A snapshot's Parquet row groups hold `SNAPSHOT_ROW_GROUP_ROWS` entries each, in hash order, so a
+donation reads only the groups whose hash statistics meet its ranges: a migration's driver-side
+read grows with the keys it moves, not with the channel (`read_snapshot(version, ranges)`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from elasticity.state.files import Location
-from elasticity.state.records import Version
+from elasticity.state.records import Version, filter_ranges
+
+SNAPSHOT_ROW_GROUP_ROWS = 16_384
+"""Entries per row group of a snapshot file: the unit a ranged read decodes or skips."""
+HashRanges = Sequence[tuple[int, int]]
+"""Sorted, disjoint, inclusive hash ranges."""
 
 
 class History(Protocol):
@@ -35,7 +46,9 @@ class History(Protocol):
 
     def snapshot_versions(self) -> list[Version]: ...
 
-    def read_snapshot(self, version: Version) -> pa.Table: ...
+    def read_snapshot(self, version: Version, ranges: HashRanges | None = None) -> pa.Table:
+        """The snapshot's entries (only those whose hash lies in `ranges`, if given)."""
+        ...
 
     def remove_snapshot(self, version: Version) -> None: ...
 
@@ -86,8 +99,9 @@ class MemoryHistory:
     def snapshot_versions(self) -> list[Version]:
         return sorted(self._snapshots)
 
-    def read_snapshot(self, version: Version) -> pa.Table:
-        return self._snapshots[version]
+    def read_snapshot(self, version: Version, ranges: HashRanges | None = None) -> pa.Table:
+        entries = self._snapshots[version]
+        return entries if ranges is None else filter_ranges(entries, ranges)
 
     def remove_snapshot(self, version: Version) -> None:
         self._snapshots.pop(version, None)
@@ -122,16 +136,34 @@ class FileHistory:
         self._changelog.delete_file(f"{version.name()}.arrow")
 
     def write_snapshot(self, version: Version, entries: pa.Table) -> None:
-        self._snapshot.publish_parquet(f"{version.name()}.parquet", entries)
+        self._snapshot.publish_parquet(f"{version.name()}.parquet", entries, SNAPSHOT_ROW_GROUP_ROWS)
 
     def snapshot_versions(self) -> list[Version]:
         return [Version.parse(n) for n in self._snapshot.names() if n.endswith(".parquet")]
 
-    def read_snapshot(self, version: Version) -> pa.Table:
-        return self._snapshot.read_parquet(f"{version.name()}.parquet")
+    def read_snapshot(self, version: Version, ranges: HashRanges | None = None) -> pa.Table:
+        name = f"{version.name()}.parquet"
+        if ranges is None:
+            return self._snapshot.read_parquet(name)
+        meeting = self._snapshot.read_parquet(name, lambda metadata: row_groups_meeting(metadata, ranges))
+        return filter_ranges(meeting, ranges)
 
     def remove_snapshot(self, version: Version) -> None:
         self._snapshot.delete_file(f"{version.name()}.parquet")
 
     def destroy(self) -> None:
         self.base.delete_tree()
+
+
+def row_groups_meeting(metadata: pq.FileMetaData, ranges: HashRanges, column: str = "hash") -> list[int]:
+    """The row groups whose `column` statistics (min, max) meet any of `ranges`; a group without
+    statistics is always read."""
+    index = metadata.schema.to_arrow_schema().get_field_index(column)
+    picked = []
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max:
+            picked.append(group)
+        elif any(start <= stats.max and end >= stats.min for start, end in ranges):
+            picked.append(group)
+    return picked

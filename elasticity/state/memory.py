@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
-from elasticity.state.history import History, MemoryHistory
+from elasticity.state.history import HashRanges, History, MemoryHistory
 from elasticity.state.records import INITIAL_VERSION, Version, entries_table, filter_ranges, sort_entries
-from elasticity.state.store import HashRanges, KeyHasher, StateStore
+from elasticity.state.store import KeyHasher, StateStore
 
 
 class MemoryStore(StateStore):

@@ -24,9 +24,9 @@ from rocksdict import Options, Rdict, WriteBatch
 
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
-from elasticity.state.history import History
+from elasticity.state.history import HashRanges, History
 from elasticity.state.records import INITIAL_VERSION, Version, count_delta_of, entries_table, vacated_ranges_of
-from elasticity.state.store import HashRanges, KeyHasher, StateStore
+from elasticity.state.store import KeyHasher, StateStore
 
 _META_KEY = b""
 _META = struct.Struct("<qq")

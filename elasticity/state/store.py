@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
-from elasticity.state.history import History, latest_version, prune
+from elasticity.state.history import HashRanges, History, latest_version, prune
 from elasticity.state.records import (
     INITIAL_VERSION,
     Version,
@@ -46,7 +46,6 @@ from elasticity.state.records import (
 )
 
 KeyHasher = Callable[[str], int]
-HashRanges = Sequence[tuple[int, int]]
 
 
 class TxState(Enum):
