@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
@@ -50,6 +50,9 @@ from benchmarks.spark_runs import (
     wait_for_batches,
 )
 from pipelines.native import NativeSpec, NativeWordCount, last_committed_batch
+
+if TYPE_CHECKING:
+    from pipelines.streams.metrics import BatchMetrics
 
 Step = Callable[[str], None]
 
@@ -190,7 +193,6 @@ def _batch_of(metrics: dict, request_id: str, timeout_s: float, is_alive) -> int
 def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOptions, step: Step) -> dict[str, Any]:
     """Warm the elastic word count to `keys` keys, rescale it online, check the results."""
     from pipelines.streams.control import RescaleRequest, RescaleTarget
-    from pipelines.streams.metrics import BatchMetrics
     from pipelines.streams.runner import ElasticStream
     from pipelines.streams.spec import StreamSpec
 
@@ -249,6 +251,9 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         "batch_phase_ms": metrics[rescaled].phase_ms,
         "normal_batch_phase_ms": metrics[normal].phase_ms if normal in metrics else None,
         "normal_batch_s": commits[normal] - (_trigger_start(stream.query, normal) or commits[normal]),
+        # Each channel's task in both batches: a working set rebuilt from history shows here.
+        "channel_costs": _channel_costs(metrics[rescaled]),
+        "normal_channel_costs": _channel_costs(metrics[normal]) if normal in metrics else None,
         "keys_total": total,
         "keys_moved": moved,
         "bytes_moved": report.bytes_moved,
@@ -257,6 +262,23 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         "channels": [report.channels_before, report.channels_after],
         "correctness": correctness.to_dict(),
     }
+
+
+def _channel_costs(metrics: BatchMetrics) -> list[dict[str, Any]]:
+    """Per channel of a batch: its task's time, the store's open and commit, and a rebuild from
+    the durable history if the task's Python worker held no working copy of the channel."""
+    return [
+        {
+            "channel": c.channel,
+            "proc_ms": c.proc_ms,
+            "open_ms": c.open_ms,
+            "commit_ms": c.commit_ms,
+            "state_keys": c.state_keys,
+            "rebuilt_entries": (c.rebuild.snapshot_entries + c.rebuild.changelog_entries) if c.rebuild else 0,
+            "rebuild_ms": (c.rebuild.restore_ms + c.rebuild.fold_ms) if c.rebuild else 0.0,
+        }
+        for c in sorted(metrics.per_channel, key=lambda c: c.channel)
+    ]
 
 
 # -- native ---------------------------------------------------------------------------------
