@@ -23,6 +23,7 @@ replay contract recomputes its outputs).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -35,14 +36,17 @@ from pyspark.sql import functions as F
 
 from elasticity.layout import Layout
 from elasticity.lease import Fence
-from elasticity.state import BytesCodec, StateStore, StoreBackend
+from elasticity.state import BytesCodec, RocksStore, StateStore, StoreBackend
 from elasticity.state.backend import channel_dir_name
 from elasticity.state.kinds import StoreKind, build_backend
 from pipelines import working_copies
+from pipelines.channel_seeds import ChannelSeeds
 from pipelines.column_cache import once_per_jvm
 from pipelines.probes import is_valid_probe_of, probe_routing_key, probe_sent_ms
 from pipelines.streams.metrics import ChannelMetrics
 from pipelines.streams.names import FIRST_STAGE
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -196,12 +200,20 @@ class WorkerStores:
 
     A store opened at epoch E is reused at E+1 only if its channel existed in both layouts:
     the migration changed it through its durable history, which `sync()` replays. Anything
-    else (a new channel id, a worker that missed an epoch) reopens from the durable history.
+    else (a new channel id, a worker that missed an epoch) reopens: from a clone of the seed
+    another worker of this host left for the channel in this epoch if there is one
+    (`pipelines.channel_seeds`), else rebuilt from the durable history, leaving a seed behind.
     """
 
     spec: StageSpec
     cached: dict[int, _CachedStore] = field(default_factory=dict)
     swept_epoch: int | None = None
+    seeds: ChannelSeeds | None = None
+
+    def __post_init__(self) -> None:
+        # Seeds are RocksDB checkpoints in the host's local folder.
+        if self.seeds is None and self.spec.store_kind == "rocks" and "://" not in self.spec.local_dir:
+            self.seeds = ChannelSeeds(self.spec.local_dir)
 
     def _backend(self, epoch: int) -> StoreBackend:
         # Bytes: the operator's own codec encodes the values.
@@ -231,18 +243,39 @@ class WorkerStores:
         return store
 
     def _open(self, channel: int, epoch: int, attempts: int = 3) -> StateStore:
-        """A working set rebuilt from the durable history. The driver writes snapshots and prunes
+        """A working set cloned from the channel's seed, else rebuilt from the durable history (and
+        then planted as the seed). The driver writes snapshots and prunes
         the history beside the running batches (`pipelines.streams.snapshots`): a file listed a
         moment ago may be gone when read (only a copy two snapshots behind can hit it); the next
         attempt lists again and starts from the newest snapshot."""
+        working_copy = os.path.join(self._local(epoch), channel_dir_name(channel))
+        cloned = self._open_clone(channel, epoch, working_copy)
+        if cloned is not None:
+            return cloned
         for attempt in range(attempts):
             try:
-                return self._backend(epoch).open(channel)
+                store = self._backend(epoch).open(channel)
             except FileNotFoundError:
                 if attempt == attempts - 1:
                     raise
-                shutil.rmtree(os.path.join(self._local(epoch), channel_dir_name(channel)), ignore_errors=True)
+                shutil.rmtree(working_copy, ignore_errors=True)
+                continue
+            if store.last_restore is not None and self.seeds is not None and isinstance(store, RocksStore):
+                self.seeds.plant(store, epoch)  # rebuilt from the history: spare the other workers
+            return store
         raise AssertionError("unreachable")
+
+    def _open_clone(self, channel: int, epoch: int, working_copy: str) -> StateStore | None:
+        """The channel's working set cloned from this epoch's seed and synced; None if there is no
+        seed, or it would not open (the clone is then removed: the caller rebuilds)."""
+        if self.seeds is None or not self.seeds.clone(epoch, channel, working_copy):
+            return None
+        try:
+            return self._backend(epoch).open(channel)
+        except Exception as error:
+            log.warning("channel %d: its seed did not open (%s); rebuilding from the history", channel, error)
+            shutil.rmtree(working_copy, ignore_errors=True)
+            return None
 
     def _sweep(self, epoch: int, previous_channels: frozenset[int], channels: frozenset[int] | None) -> None:
         """At a worker's first store and at each epoch change: close the stores this worker can never
@@ -254,9 +287,13 @@ class WorkerStores:
                 self._discard(self.cached.pop(channel))
         in_use = [path for e in self.cached.values() if (path := getattr(e.store, "local_path", None))]
         working_copies.sweep(self.spec.local_dir, os.getpid(), in_use)
+        if self.seeds is not None:
+            self.seeds.sweep(epoch)
         self.swept_epoch = epoch
 
     def _discard(self, entry: _CachedStore) -> None:
+        if self.seeds is not None and isinstance(entry.store, RocksStore):
+            self.seeds.wait(entry.store)  # its checkpoint reads the open database
         entry.store.close()
         local_path = getattr(entry.store, "local_path", None)
         if local_path:

@@ -13,6 +13,8 @@ channel (it is reported every batch). UTF-8 never contains 0xFF, which bounds th
 
 from __future__ import annotations
 
+import os
+import shutil
 import struct
 from collections.abc import Iterable
 from typing import Any, cast
@@ -20,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import Checkpoint, Options, Rdict, WriteBatch
 
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
@@ -162,6 +164,12 @@ class RocksStore(StateStore):
         raw = self.db.get(_META_KEY)
         return INITIAL_VERSION if raw is None else Version(*_META.unpack(raw))
 
+    def checkpoint(self, path: str) -> None:
+        """A consistent copy of the working set in the new folder `path` (RocksDB's checkpoint:
+        the memtable flushed, its files hard-linked), at whatever version it holds then: another
+        process may open it as its own working copy (`clone_working_copy`) and `sync()` from there."""
+        Checkpoint(self.db).create_checkpoint(path)
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
@@ -169,3 +177,21 @@ class RocksStore(StateStore):
 
     def _drop_working_set(self) -> None:
         Rdict.destroy(self.local_path, self._options)
+
+
+def clone_working_copy(checkpoint: str, target: str) -> None:
+    """Make the new folder `target` a working copy of the RocksDB checkpoint at `checkpoint`.
+
+    Table files (`.sst`) never change once written, so they are hard-linked (copied where links
+    are refused); the rest (MANIFEST, log, CURRENT, OPTIONS) is copied, since the opening process
+    appends to it. The checkpoint itself is never opened, so any number of processes can clone it."""
+    os.makedirs(target)
+    for name in os.listdir(checkpoint):
+        source, copy = os.path.join(checkpoint, name), os.path.join(target, name)
+        if name.endswith(".sst"):
+            try:
+                os.link(source, copy)
+                continue
+            except OSError:
+                pass  # another filesystem, or links refused: a copy is as good, only slower
+        shutil.copyfile(source, copy)
