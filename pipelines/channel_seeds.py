@@ -77,6 +77,7 @@ class ChannelSeeds:
 
     def plant(self, store: RocksStore, epoch: int) -> None:
         """Checkpoint `store` as its channel's seed of `epoch`, in a thread (`wait` before closing it)."""
+        self.wait(store)  # one checkpoint of a store at a time: `wait` joins the newest only
         thread = threading.Thread(target=self._plant, args=(store, epoch), name=f"seed-{store.channel}", daemon=True)
         self._planting[id(store)] = thread
         thread.start()

@@ -124,3 +124,26 @@ def test_a_restarted_executor_rebuilds_from_the_history_and_sweeps_dead_daemons_
 
     assert store.last_restore is not None and _contents(store) == _contents(writer)
     assert not dead_daemon.exists()
+
+
+def test_a_worker_behind_by_an_epoch_clones_the_copy_another_worker_carried_into_it(tmp_path, monkeypatch) -> None:
+    durable, writer = _durable(tmp_path, keys=200)
+    this, parent = os.getpid(), os.getppid()  # two live processes stand for two workers
+    first = _worker(durable, tmp_path / "local", monkeypatch, this)
+    own = first.store_for(0, EPOCH, frozenset(), frozenset({0}))
+    _planted(first, 0)
+    second = _worker(durable, tmp_path / "local", monkeypatch, parent)
+    behind = second.store_for(0, EPOCH, frozenset(), frozenset({0}))
+    with writer.begin(1) as tx:  # stands for the next epoch's migration: many keys arrive
+        for i in range(500):
+            tx.put(f"in{i}", i)
+
+    monkeypatch.setattr(elastic_stage.os, "getpid", lambda: this)
+    carried = first.store_for(0, EPOCH + 1, frozenset({0}), frozenset({0}))
+    _planted(first, 0)
+    monkeypatch.setattr(elastic_stage.os, "getpid", lambda: parent)
+    clone = second.store_for(0, EPOCH + 1, frozenset({0}), frozenset({0}))
+
+    assert carried is own  # the first worker applied the new batch to its own copy
+    assert clone is not behind and f"{os.sep}e{EPOCH + 1}{os.sep}" in clone.local_path
+    assert clone.last_restore is None and _contents(clone) == _contents(writer)
