@@ -31,10 +31,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elasticity.lease.record import process_exists
 from elasticity.state import RocksStore
 from elasticity.state.backend import channel_dir_name
 from elasticity.state.rocks import clone_working_copy
+from pipelines.working_copies import owner_is_dead
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,7 @@ class ChannelSeeds:
         if not root.is_dir():
             return
         for daemon in root.iterdir():
-            owner = daemon.name.removeprefix("p")
-            if daemon != self._daemon_folder and owner.isdigit() and not process_exists(int(owner)):
+            if daemon != self._daemon_folder and owner_is_dead(daemon.name.removeprefix("p"), os.getpid()):
                 shutil.rmtree(daemon, ignore_errors=True)
         if not self._daemon_folder.is_dir():
             return
@@ -117,6 +116,5 @@ class ChannelSeeds:
                 shutil.rmtree(folder, ignore_errors=True)
                 continue
             for leftover in folder.glob(f"{_PLANTING_PREFIX}*"):
-                owner = leftover.name.removeprefix(_PLANTING_PREFIX).split("-", 1)[0]
-                if owner.isdigit() and int(owner) != os.getpid() and not process_exists(int(owner)):
+                if owner_is_dead(leftover.name.removeprefix(_PLANTING_PREFIX).split("-", 1)[0], os.getpid()):
                     shutil.rmtree(leftover, ignore_errors=True)

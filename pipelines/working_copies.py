@@ -46,13 +46,18 @@ def sweep(local_dir: str, pid: int, in_use: Iterable[str], alive: Callable[[int]
     return removed
 
 
+def owner_is_dead(owner: str, pid: int, alive: Callable[[int], bool] = process_exists) -> bool:
+    """Whether `owner`, the pid in a folder's name, is a process of this host that ended (never
+    `pid`, the caller's own)."""
+    return owner.isdigit() and int(owner) != pid and not alive(int(owner))
+
+
 def _dead_workers(root: Path, pid: int, alive: Callable[[int], bool]) -> list[Path]:
-    dead = []
-    for folder in root.glob(f"{WORKER_PREFIX}*"):
-        owner = folder.name.removeprefix(WORKER_PREFIX)
-        if owner.isdigit() and int(owner) != pid and not alive(int(owner)):
-            dead.append(folder)
-    return dead
+    return [
+        folder
+        for folder in root.glob(f"{WORKER_PREFIX}*")
+        if owner_is_dead(folder.name.removeprefix(WORKER_PREFIX), pid, alive)
+    ]
 
 
 def _remove(path: Path) -> bool:

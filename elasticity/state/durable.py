@@ -147,11 +147,10 @@ class HistoryStore(StateStore):
             return empty_entries()
         snapshots = [s for s in self.history.snapshot_versions() if s <= target]
         base = snapshots[-1] if snapshots else INITIAL_VERSION
-        parts = [self.history.read_snapshot(base, ranges)] if snapshots else []
-        parts += [self.history.read_changelog(v) for v in self.history.changelog_versions() if base < v <= target]
-        if ranges is not None:
-            parts = [filter_ranges(p, ranges) for p in parts]
-        return fold_entries(parts)
+        changelogs = [self.history.read_changelog(v) for v in self.history.changelog_versions() if base < v <= target]
+        if ranges is not None:  # the snapshot's read is already ranged
+            changelogs = [filter_ranges(p, ranges) for p in changelogs]
+        return fold_entries(([self.history.read_snapshot(base, ranges)] if snapshots else []) + changelogs)
 
 
 class HistoryBackend:
