@@ -10,6 +10,7 @@ consumer of the topic can switch on it, and a test checks no other text is ever 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pyspark.sql import Column, DataFrame, Observation
@@ -76,12 +77,6 @@ def basic_value_checks(value: Column) -> list[Check]:
     ]
 
 
-def split_rejected(parsed: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(good rows, rejected rows) of a DataFrame carrying a `reject_reason` column."""
-    good, rejected = _is_good_or_rejected()
-    return parsed.where(good), parsed.where(rejected)
-
-
 @once_per_jvm
 def _is_good_or_rejected() -> tuple[Column, Column]:
     return F.col(REJECT).isNull(), F.col(REJECT).isNotNull()
@@ -92,26 +87,38 @@ def _rejected_count() -> Column:
     return F.count(F.col(REJECT)).alias("rejected")
 
 
-def split_counting_rejected(parsed: DataFrame) -> tuple[DataFrame, DataFrame, Observation]:
-    """Like `split_rejected`, plus an observation that the first job over the good rows fills
-    with the number of rejected ones: no count job of its own beside the batch's real work."""
+@dataclass(frozen=True)
+class CountedSplit:
+    """A batch's parsed rows split into the good ones, whose first job also counts the rejected
+    ones (no count job of its own beside the batch's real work), and the rejected ones, built
+    only when some were: every DataFrame step is analysed again on the driver in every batch."""
+
+    parsed: DataFrame
+    good: DataFrame
+    observation: Observation
+
+    def rejected(self) -> DataFrame:
+        """The rejected rows (a new DataFrame at each call)."""
+        return self.parsed.where(_is_good_or_rejected()[1])
+
+    def rejected_count(self) -> int:
+        """The count a job over the good rows observed; a count job only if Spark delivered none.
+
+        Spark 4.2 now and then completes an observation with an empty row, so the observed value is
+        read from the JVM row (PySpark's `get` asserts on such a row) and checked."""
+        jvm_observation = self.observation._jo  # noqa: SLF001 (PySpark keeps the JVM Observation private)
+        if jvm_observation is not None and jvm_observation.future().isCompleted():
+            row = jvm_observation.getRow()
+            if row.length() == 1 and not row.isNullAt(0):
+                return int(row.getLong(0))
+        return self.rejected().count()
+
+
+def split_counting_rejected(parsed: DataFrame) -> CountedSplit:
+    """`parsed`'s good rows, counting the rejected ones as a job computes them (`CountedSplit`)."""
     observation = Observation()
-    good, _ = split_rejected(parsed.observe(observation, _rejected_count()))
-    _, rejected = split_rejected(parsed)
-    return good, rejected, observation
-
-
-def rejected_count(observation: Observation, rejected: DataFrame) -> int:
-    """The count a job over the good rows observed; a count job only if Spark delivered none.
-
-    Spark 4.2 now and then completes an observation with an empty row, so the observed value is
-    read from the JVM row (PySpark's `get` asserts on such a row) and checked."""
-    jvm_observation = observation._jo  # noqa: SLF001 (PySpark keeps the JVM Observation private)
-    if jvm_observation is not None and jvm_observation.future().isCompleted():
-        row = jvm_observation.getRow()
-        if row.length() == 1 and not row.isNullAt(0):
-            return int(row.getLong(0))
-    return rejected.count()
+    good = parsed.observe(observation, _rejected_count()).where(_is_good_or_rejected()[0])
+    return CountedSplit(parsed, good, observation)
 
 
 def write_dead_letters(rejected: DataFrame, bootstrap: KafkaConnection | str, topic: str, batch_id: int) -> None:

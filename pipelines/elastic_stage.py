@@ -62,35 +62,23 @@ class StageSpec:
     """The driver's lease token: a task commits only while it is current (one writer per stream)."""
 
 
-KEY_HASH_SQL = "xxhash64(key) AS key_hash"
-"""Spark's xxhash64 of the key: the same hash elasticity.hashing computes in Python."""
-
-
-def with_key_hash(deltas: DataFrame) -> DataFrame:
-    """Add the key's hash (`KEY_HASH_SQL`)."""
-    return deltas.withColumn("key_hash", _key_hash())
-
-
-@once_per_jvm
-def _key_hash() -> Column:
-    return F.expr(KEY_HASH_SQL)
-
-
-def probe_rows(raw: DataFrame, stage: str = FIRST_STAGE) -> DataFrame:
+def probe_rows(raw: DataFrame, stage: str = FIRST_STAGE, key_column: str = "key") -> DataFrame:
     """The batch's valid probes of elastic stage `stage` among the raw Kafka rows, as stage input
-    rows (key = the routing key that sends the probe to its channel, n = 0, probe_sent_ms = when it
-    was sent). Invalid ones are the parsers' to dead-letter (`pipelines.probes.invalid_probe_check`)."""
+    rows: `key_column` = the routing key that sends the probe to its channel, `key_hash` = its hash,
+    `probe_sent_ms` = when it was sent. Invalid ones are the parsers' to dead-letter
+    (`pipelines.probes.invalid_probe_check`)."""
     # DataFrame steps, not `spark.sql("... {raw}", raw=raw)`: Spark 4.2 wraps such an argument
     # in a view that misses `raw`'s cache, so the whole micro-batch was read from Kafka again.
-    return with_key_hash(raw.where(is_valid_probe_of(stage)).select(*_probe_input_columns()))
+    # Two steps, not four: each is analysed on the driver again in every batch.
+    return raw.where(is_valid_probe_of(stage)).select(*_probe_input_columns(key_column))
 
 
 @once_per_jvm
-def _probe_input_columns() -> tuple[Column, ...]:
-    """A valid probe's stage input row but its key's hash: the routing key, n = 0 and the send time."""
+def _probe_input_columns(key_column: str) -> tuple[Column, ...]:
+    """A valid probe's stage input row: the routing key (as `key_column`), its hash and the send time."""
     return (
-        probe_routing_key().alias("key"),
-        F.lit(0).cast("long").alias("n"),
+        probe_routing_key().alias(key_column),
+        F.xxhash64(probe_routing_key()).alias("key_hash"),
         probe_sent_ms().alias("probe_sent_ms"),
     )
 

@@ -70,8 +70,7 @@ def operator_input(good: DataFrame, raw: DataFrame, key_column: str, stage: str 
     valid probes of that stage (keyed by their routing key, other columns null)."""
     # One step per side: each DataFrame step is analysed on the driver again, in every batch.
     rows = good.selectExpr("*", f"xxhash64(`{key_column}`) AS {HASH_COLUMN}", f"CAST(NULL AS BIGINT) AS {PROBE_COLUMN}")
-    probes = probe_rows(raw, stage).selectExpr(f"key AS `{key_column}`", HASH_COLUMN, PROBE_COLUMN)
-    return rows.unionByName(probes, allowMissingColumns=True)
+    return rows.unionByName(probe_rows(raw, stage, key_column), allowMissingColumns=True)
 
 
 def stage_schema(operator: KeyedOperator[Any]) -> pa.Schema:
@@ -99,7 +98,7 @@ def run_operator_stage(
     reports: Accumulator,
     weight_column: str | None = None,
 ) -> DataFrame:
-    """The stage's output rows for one batch (outputs and rejected rows; `split_output` parts them);
+    """The stage's output rows for one batch (outputs and rejected rows: `output_rows`, `rejected_rows`);
     computing them adds each task's `ChannelMetrics` to `reports`. `weight_column`: how many input
     records a row stands for (None: one)."""
     routed = route(rows, layout, labels).repartition(layout.n_channels, "label")
@@ -111,13 +110,16 @@ def run_operator_stage(
     return routed.mapInArrow(task, from_arrow_schema(stage_schema(operator)))
 
 
-def split_output(output: DataFrame, operator: KeyedOperator[Any]) -> tuple[DataFrame, DataFrame]:
-    """(the operator's output rows with their channel, the rejected rows: channel, reason, row JSON)."""
-    results = output.where(f"{REASON_COLUMN} IS NULL").select(*operator.output_schema.names, CHANNEL_COLUMN)
-    rejected = output.where(f"{REASON_COLUMN} IS NOT NULL").selectExpr(
+def output_rows(output: DataFrame, operator: KeyedOperator[Any]) -> DataFrame:
+    """The operator's output rows of the stage's `output`, with their channel."""
+    return output.where(f"{REASON_COLUMN} IS NULL").select(*operator.output_schema.names, CHANNEL_COLUMN)
+
+
+def rejected_rows(output: DataFrame) -> DataFrame:
+    """The rows the operator rejected among the stage's `output`: channel, reason, row JSON."""
+    return output.where(f"{REASON_COLUMN} IS NOT NULL").selectExpr(
         CHANNEL_COLUMN, f"{REASON_COLUMN} AS reason", f"{REJECTED_COLUMN} AS row"
     )
-    return results, rejected
 
 
 _RUNNERS: dict[tuple[StageSpec, int], ChannelRunner[Any]] = {}

@@ -24,8 +24,9 @@ from pipelines.operator_stage import (
     NO_WATERMARK_MS,
     OperatorBatch,
     operator_input,
+    output_rows,
+    rejected_rows,
     run_operator_stage,
-    split_output,
 )
 from pipelines.probes import invalid_probe_check, without_valid_probes
 from pipelines.streams.metrics import ChannelMetrics, planned_batch_timestamp_ms
@@ -62,12 +63,15 @@ class StageCall:
 @dataclass(frozen=True)
 class StageOutput:
     """A stage's result rows (for the last stage, the results table's columns, with `batch_id`; for
-    an earlier one, its operator's output columns), the rows its operator rejected (channel, reason,
-    row JSON), and `source`, what both are read from."""
+    an earlier one, its operator's output columns) and `source`, what they are read from."""
 
     source: DataFrame
     results: DataFrame
-    rejected: DataFrame
+
+    def rejected(self) -> DataFrame:
+        """The rows the stage's operator rejected (channel, reason, row JSON): built only for a
+        batch where some were, since each DataFrame step is analysed on the driver in every batch."""
+        return rejected_rows(self.source)
 
 
 @dataclass
@@ -175,12 +179,12 @@ class JobLogic:
             call.reports,
             weight_column,
         )
-        outputs, rejected = split_output(out, operator)
+        outputs = output_rows(out, operator)
         if index < len(self.job.stages):
-            return StageRun(call, StageOutput(out, outputs, rejected))
+            return StageRun(call, StageOutput(out, outputs))
         results = outputs.withColumn("batch_id", F.lit(call.batch_id))
         shaped = self.job.results(results) if self.job.results is not None else results
-        return StageRun(call, StageOutput(out, shaped, rejected))
+        return StageRun(call, StageOutput(out, shaped))
 
 
 @once_per_jvm

@@ -37,7 +37,7 @@ from elasticity.migration import Migrator
 from elasticity.migration.registry import LayoutRegistry
 from elasticity.state import Location, uris
 from pipelines import kafka_io
-from pipelines.dead_letters import rejected_count, split_counting_rejected
+from pipelines.dead_letters import split_counting_rejected
 from pipelines.elastic_stage import StageSpec
 from pipelines.settings import ExecutorScalingSettings
 from pipelines.spark_session import warm_python_workers
@@ -367,7 +367,8 @@ class ElasticStream:
         context = contexts[0]
         parsed = self.logic.parse(raw)
         try:
-            good, rejected, counted = split_counting_rejected(parsed)
+            split = split_counting_rejected(parsed)
+            good = split.good
             plan = self.logic.plan(good, context.batch_id)
             if self.spec.archive_input or plan.late is not None:
                 # Cached only for several readers: filling the cache cost a 500k-line batch
@@ -382,9 +383,9 @@ class ElasticStream:
             outputs, phase_ms = run_concurrently(actions)
             plan.finish()
             started = time.perf_counter()
-            dead_letters = rejected_count(counted, rejected)
+            dead_letters = split.rejected_count()
             if dead_letters:
-                self.sinks.write_dead_letters(rejected, context.batch_id)
+                self.sinks.write_dead_letters(split.rejected(), context.batch_id)
             phase_ms["dead_letters"] = (time.perf_counter() - started) * 1000
         finally:
             parsed.unpersist()
@@ -444,7 +445,7 @@ class ElasticStream:
         rejecting = [run for run in runs if run.rejected_records]
         if rejecting:
             # Read again only when some were (a recomputation if not cached: the replay contract).
-            rejected_rows = reduce(DataFrame.unionByName, [run.output.rejected for run in rejecting])
+            rejected_rows = reduce(DataFrame.unionByName, [run.output.rejected() for run in rejecting])
             self.sinks.write_rejected(rejected_rows, batch_id)
         return runs, sum(run.rejected_records for run in runs)
 

@@ -21,14 +21,14 @@ def test_jvm_route_equals_layout_lookup_and_places_each_channel_alone(spark, cha
 
     from elasticity.hashing import hash_str
     from elasticity.layout import Layout
-    from pipelines.elastic_stage import placement_labels, route, with_key_hash
+    from pipelines.elastic_stage import placement_labels, route
 
     base = Layout.uniform(4)
     layout = {"uniform": base, "scale_out": base.scale_out(1), "scale_in": base.scale_in(1), "split": base.split(2)}[
         change
     ]
     words = [f"w{i}" for i in range(5000)] + ["", "é", "日本語"]
-    frame = with_key_hash(spark.createDataFrame([(w,) for w in words], "key string"))
+    frame = spark.createDataFrame([(w,) for w in words], "key string").selectExpr("*", "xxhash64(key) AS key_hash")
     routed = route(frame, layout, placement_labels(layout.n_channels))
     got = {r.key: r.channel for r in routed.collect()}
     expected = layout.lookup(np.array([hash_str(w) for w in words], dtype=np.int64))
@@ -47,6 +47,7 @@ def _physical_plan(frame) -> str:
 
 
 def test_probe_rows_are_the_parsed_probes_read_from_the_cached_batch(spark, tmp_path):
+    from elasticity.hashing import hash_str
     from pipelines.elastic_stage import probe_rows
     from pipelines.probes import PROBE_KAFKA_KEY
 
@@ -56,8 +57,9 @@ def test_probe_rows_are_the_parsed_probes_read_from_the_cached_batch(spark, tmp_
     raw = spark.read.parquet(str(tmp_path / "raw")).persist()
     try:
         probes = probe_rows(raw)
-        got = [(r.key, r.n, r.probe_sent_ms) for r in probes.collect()]
-        assert got == [("w7", 0, 1700000000000)]
+        got = [(r.key, r.key_hash, r.probe_sent_ms) for r in probes.collect()]
+        assert got == [("w7", hash_str("w7"), 1700000000000)]
+        assert probe_rows(raw, key_column="word").columns == ["word", "key_hash", "probe_sent_ms"]
         # A plan that reads the files again would read the whole micro-batch from Kafka twice.
         plan = _physical_plan(probes)
         assert "InMemoryTableScan" in plan and "FileScan" not in plan.split("InMemoryRelation")[0], plan

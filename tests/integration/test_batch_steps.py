@@ -1,0 +1,48 @@
+"""A stream's driver builds its batch's DataFrames again in every micro-batch, and Spark analyses
+each step as it is built: the stage's input, the dead-letter split and the stage's output take only
+the steps a batch needs, and rows that are rarely there (rejected ones) are built only when they are."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _steps(monkeypatch, build) -> int:
+    """JVM DataFrames `build()` makes (one analysed step each)."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    made: set[int] = set()  # by the JVM object's identity: PySpark may wrap one twice
+    init = DataFrame.__init__
+
+    def counting(self, jdf, *args, **kwargs):
+        made.add(id(jdf))
+        init(self, jdf, *args, **kwargs)
+
+    monkeypatch.setattr(DataFrame, "__init__", counting)
+    try:
+        build()
+    finally:
+        monkeypatch.setattr(DataFrame, "__init__", init)
+    return len(made)
+
+
+def test_the_stage_input_is_three_steps_and_its_probes_two(spark, monkeypatch) -> None:
+    from pipelines.operator_stage import operator_input
+
+    raw = spark.createDataFrame([(b"probe", b"{}")], "key binary, value binary")
+    good = spark.createDataFrame([("w", 1)], "word string, n long")
+
+    # The rows' hash (1), the probes (where, select: 2), their union (1).
+    assert _steps(monkeypatch, lambda: operator_input(good, raw, "word")) == 4
+
+
+def test_the_dead_letter_split_builds_the_rejected_rows_only_when_asked(spark, monkeypatch) -> None:
+    from pipelines.dead_letters import split_counting_rejected
+
+    parsed = spark.createDataFrame([(1, None), (2, "bad")], "id long, reject_reason string")
+
+    assert _steps(monkeypatch, lambda: split_counting_rejected(parsed)) == 2  # observe, where
+    split = split_counting_rejected(parsed)
+    assert [r.id for r in split.rejected().collect()] == [2]
