@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import Accumulator
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from elasticity.layout import Layout
@@ -110,9 +111,10 @@ def run_operator_stage(
     return routed.mapInArrow(task, from_arrow_schema(stage_schema(operator)))
 
 
-def output_rows(output: DataFrame, operator: KeyedOperator[Any]) -> DataFrame:
-    """The operator's output rows of the stage's `output`, with their channel."""
-    return output.where(f"{REASON_COLUMN} IS NULL").select(*operator.output_schema.names, CHANNEL_COLUMN)
+def output_rows(output: DataFrame, operator: KeyedOperator[Any], batch_id: int | None = None) -> DataFrame:
+    """The operator's output rows of the stage's `output`, with their channel (and `batch_id`, if given)."""
+    tagged = [F.lit(batch_id).alias("batch_id")] if batch_id is not None else []
+    return output.where(f"{REASON_COLUMN} IS NULL").select(*operator.output_schema.names, CHANNEL_COLUMN, *tagged)
 
 
 def rejected_rows(output: DataFrame) -> DataFrame:

@@ -35,20 +35,27 @@ def _line_columns() -> dict[str, Column]:
 
 def words_of(lines: DataFrame) -> DataFrame:
     """One row per word of the good lines (split on whitespace; words cut to MAX_WORD_CHARS)."""
-    token, word, not_empty = _word_columns()
-    return lines.select(token).select(word).where(not_empty)
+    # Two DataFrame steps: a stream's driver analyses each step again in every batch.
+    word, not_empty = _word_columns()
+    return lines.select(word).where(not_empty)
 
 
 @once_per_jvm
-def _word_columns() -> tuple[Column, Column, Column]:
-    """Each token of `line`; the token cut to MAX_WORD_CHARS as `word`; the word is not empty."""
-    token = F.explode(F.split(F.col("line"), r"\s+")).alias("token")
-    return token, F.substring("token", 1, MAX_WORD_CHARS).alias("word"), F.col("word") != ""
+def _word_columns() -> tuple[Column, Column]:
+    """Each token of `line` cut to MAX_WORD_CHARS, as `word`; the word is not empty."""
+    tokens = F.split(F.col("line"), r"\s+")
+    words = F.transform(tokens, lambda token: F.substring(token, 1, MAX_WORD_CHARS))
+    return F.explode(words).alias("word"), F.col("word") != ""
 
 
-def word_deltas(lines: DataFrame) -> DataFrame:
-    """(word, n): how many times each word occurs in these lines (JVM pre-aggregation)."""
-    return words_of(lines).groupBy("word").agg(_occurrences())
+def word_deltas(lines: DataFrame, word_as: str = "word") -> DataFrame:
+    """(`word_as`, n): how many times each word occurs in these lines (JVM pre-aggregation)."""
+    return words_of(lines).groupBy(_word_as(word_as)).agg(_occurrences())
+
+
+@once_per_jvm
+def _word_as(name: str) -> Column:
+    return F.col("word").alias(name)
 
 
 @once_per_jvm
@@ -69,13 +76,8 @@ def native_counts(lines_stream: DataFrame) -> DataFrame:
 
 
 def _deltas(good: DataFrame, times: api.BatchTimes) -> api.Prepared:
-    # Pre-aggregated in the JVM: the operator sees one (word, n) row per word of the batch.
-    return api.Prepared(word_deltas(good).select(*_keyed_deltas()))
-
-
-@once_per_jvm
-def _keyed_deltas() -> tuple[Column, Column]:
-    return F.col("word").alias("key"), F.col("n")
+    # Pre-aggregated in the JVM: the operator sees one (key = word, n) row per word of the batch.
+    return api.Prepared(word_deltas(good, word_as="key"))
 
 
 def _result_rows(out: DataFrame) -> DataFrame:

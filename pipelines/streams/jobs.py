@@ -179,10 +179,9 @@ class JobLogic:
             call.reports,
             weight_column,
         )
-        outputs = output_rows(out, operator)
         if index < len(self.job.stages):
-            return StageRun(call, StageOutput(out, outputs))
-        results = outputs.withColumn("batch_id", F.lit(call.batch_id))
+            return StageRun(call, StageOutput(out, output_rows(out, operator)))
+        results = output_rows(out, operator, call.batch_id)
         shaped = self.job.results(results) if self.job.results is not None else results
         return StageRun(call, StageOutput(out, shaped))
 

@@ -46,3 +46,29 @@ def test_the_dead_letter_split_builds_the_rejected_rows_only_when_asked(spark, m
     assert _steps(monkeypatch, lambda: split_counting_rejected(parsed)) == 2  # observe, where
     split = split_counting_rejected(parsed)
     assert [r.id for r in split.rejected().collect()] == [2]
+
+
+def test_the_word_count_splits_and_cuts_words_in_two_steps(spark, monkeypatch) -> None:
+    from pipelines.jobs.wordcount import MAX_WORD_CHARS, words_of
+
+    long_word = "x" * (MAX_WORD_CHARS + 50)
+    lines = spark.createDataFrame([("a\tb  c",), (f"{long_word} y",), ("",)], "line string")
+
+    assert _steps(monkeypatch, lambda: words_of(lines)) == 2
+    words = sorted(r.word for r in words_of(lines).collect())
+    assert words == sorted(["a", "b", "c", "x" * MAX_WORD_CHARS, "y"])
+
+
+def test_the_last_stage_tags_its_output_rows_with_the_batch_in_the_same_step(spark, monkeypatch) -> None:
+    from elasticity.operators.aggregates import IntSum, KeyedAggregate
+    from pipelines.operator_stage import CHANNEL_COLUMN, REASON_COLUMN, REJECTED_COLUMN, output_rows, rejected_rows
+
+    out = spark.createDataFrame(
+        [("w", 3, 1, None, None), (None, None, 2, "late", '{"key": "v"}')],
+        f"key string, value long, {CHANNEL_COLUMN} int, {REASON_COLUMN} string, {REJECTED_COLUMN} string",
+    )
+    operator = KeyedAggregate(IntSum(), value_column="n")
+
+    assert _steps(monkeypatch, lambda: output_rows(out, operator, 7)) == 2  # where, select
+    assert [tuple(r) for r in output_rows(out, operator, 7).collect()] == [("w", 3, 1, 7)]
+    assert [tuple(r) for r in rejected_rows(out).collect()] == [(2, "late", '{"key": "v"}')]
