@@ -28,7 +28,7 @@ def _steps(monkeypatch, build) -> int:
     return len(made)
 
 
-def test_the_stage_input_is_three_steps_and_its_probes_two(spark, monkeypatch) -> None:
+def test_the_stage_input_takes_four_steps_its_probes_two(spark, monkeypatch) -> None:
     from pipelines.operator_stage import operator_input
 
     raw = spark.createDataFrame([(b"probe", b"{}")], "key binary, value binary")
