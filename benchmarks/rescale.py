@@ -49,6 +49,7 @@ from benchmarks.spark_runs import (
     wait_caught_up,
     wait_for_batches,
 )
+from elasticity.state.kinds import StoreKind
 from pipelines.native import NativeSpec, NativeWordCount, last_committed_batch
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class RescaleOptions:
     (one pause moves by ±20% between runs on a busy 2-core machine)."""
     workdir: str = ".esp/bench/rescale"
     """Folder for the queries' checkpoints, state and results."""
+    store_kind: StoreKind = "rocks"
+    """The elastic stream's channel store kind (`elasticity.state.kinds`)."""
 
 
 @dataclass
@@ -207,6 +210,7 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         root=str(Path(options.workdir) / topic),
         channels=options.from_channels,
         trigger_seconds=options.trigger_seconds,
+        store_kind=options.store_kind,
         **NATIVE_OUTPUTS,
     )
     metrics: dict[int, BatchMetrics] = {}

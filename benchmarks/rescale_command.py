@@ -19,6 +19,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from elasticity.state.kinds import describe_store_kinds, store_kind_named
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 from orchestration.stack.ports import free_port
 
@@ -93,6 +94,9 @@ def rescale_command(
     repetitions: int = typer.Option(
         1, min=1, help="Runs of each system per size; figures are each system's median-pause run."
     ),
+    store_kind: str = typer.Option(
+        "rocks", "--store-kind", help=f"The elastic stream's channel store. {describe_store_kinds()}."
+    ),
     config: ConfigOption = None,
 ) -> None:
     """Online rescale pause vs stop → offline repartition → restart, per state size (JSON + PNG)."""
@@ -116,6 +120,7 @@ def rescale_command(
                 trigger_seconds=trigger,
                 workdir=str(workdir or scratch),
                 repetitions=repetitions,
+                store_kind=store_kind_named(store_kind),
             )
             spark = bench_spark(settings, from_channels)
             with _progress() as progress:

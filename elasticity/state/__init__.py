@@ -1,7 +1,7 @@
 """Partitioned keyed state: per-channel stores versioned by micro-batch id, durable as
 changelogs plus snapshots on any pyarrow filesystem. See `store` for the contract."""
 
-from elasticity.state.backend import MemoryBackend, RocksBackend, StoreBackend
+from elasticity.state.backend import ColumnarBackend, MemoryBackend, RocksBackend, StoreBackend
 from elasticity.state.codecs import (
     ArrowStructCodec,
     BytesCodec,
@@ -13,6 +13,7 @@ from elasticity.state.codecs import (
     codec_by_name,
     struct_field,
 )
+from elasticity.state.columnar import ColumnarStore
 from elasticity.state.durable import HistoryBackend, HistoryStore, fold_entries
 from elasticity.state.files import CorruptFile, Location
 from elasticity.state.history import FileHistory, History, MemoryHistory, prune
@@ -24,6 +25,8 @@ from elasticity.state.store import StateStore, StateStoreError, Transaction, Tra
 __all__ = [
     "ArrowStructCodec",
     "BytesCodec",
+    "ColumnarBackend",
+    "ColumnarStore",
     "CorruptFile",
     "ENTRY_SCHEMA",
     "FileHistory",

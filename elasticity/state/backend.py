@@ -2,6 +2,7 @@
 (cached per process) and drops a channel that a rescale removed.
 
 - `MemoryBackend`: in-memory working sets; history in memory, or on a durable path/URI.
+- `ColumnarBackend`: in-memory columnar working sets (`ColumnarStore`), history as above.
 - `RocksBackend`: RocksDB working sets under a local directory; history under
   `<durable>/channels/channel=<id>/` on any pyarrow filesystem (local path by default).
 """
@@ -16,6 +17,7 @@ from rocksdict import Rdict
 
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
+from elasticity.state.columnar import ColumnarStore
 from elasticity.state.files import Location
 from elasticity.state.history import FileHistory, History, MemoryHistory
 from elasticity.state.memory import MemoryStore
@@ -107,6 +109,13 @@ class MemoryBackend(_CachingBackend):
         if self._root is not None:
             return _channels_under(self._root)
         return sorted(c for c, h in self._histories.items() if h.changelog_versions() or h.snapshot_versions())
+
+
+class ColumnarBackend(MemoryBackend):
+    """`MemoryBackend`'s histories, each channel's working set a `ColumnarStore`."""
+
+    def _create(self, channel: int) -> StateStore:
+        return ColumnarStore(channel, self.codec, self._history(channel), self.key_hasher)
 
 
 class RocksBackend(_CachingBackend):

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
-from elasticity.state.backend import MemoryBackend, RocksBackend, StoreBackend
+from elasticity.state.backend import ColumnarBackend, MemoryBackend, RocksBackend, StoreBackend
 from elasticity.state.codecs import ValueCodec
 
-StoreKind = Literal["rocks", "memory"]
+StoreKind = Literal["rocks", "memory", "columnar"]
 """The name of a registered kind (the keys of `STORE_KINDS`)."""
 
 
@@ -45,10 +45,18 @@ def _memory(codec: ValueCodec[Any], durable: str, local_dir: str) -> StoreBacken
     return MemoryBackend(codec, durable=durable)  # no local copy: `local_dir` is not used
 
 
+def _columnar(codec: ValueCodec[Any], durable: str, local_dir: str) -> StoreBackend:
+    return ColumnarBackend(codec, durable=durable)  # no local copy: `local_dir` is not used
+
+
 STORE_KINDS: Mapping[StoreKind, StoreKindInfo] = MappingProxyType(
     {
         "rocks": StoreKindInfo("RocksDB working sets in a local folder, for state larger than memory", _rocks),
         "memory": StoreKindInfo("in-memory working sets, for state that fits in the worker's memory", _memory),
+        "columnar": StoreKindInfo(
+            "in-memory Arrow working sets rebuilt and migrated without a per-key call, for state that fits in memory",
+            _columnar,
+        ),
     }
 )
 """Every kind of channel store, by name; each keeps its durable history under the same layout."""
@@ -57,6 +65,14 @@ STORE_KINDS: Mapping[StoreKind, StoreKindInfo] = MappingProxyType(
 def build_backend(kind: StoreKind, codec: ValueCodec[Any], durable: str, local_dir: str) -> StoreBackend:
     """The backend of a registered kind (a KeyError names an unknown kind)."""
     return STORE_KINDS[kind].build(codec, durable, local_dir)
+
+
+def store_kind_named(name: str) -> StoreKind:
+    """The registered kind `name` (a command-line value); a ValueError lists the kinds."""
+    for kind in STORE_KINDS:
+        if kind == name:
+            return kind
+    raise ValueError(f"unknown store kind {name!r}; the kinds are: {', '.join(STORE_KINDS)}")
 
 
 def describe_store_kinds() -> str:

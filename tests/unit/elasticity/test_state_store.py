@@ -22,6 +22,7 @@ from elasticity.state import (
     prune,
 )
 from elasticity.state.records import count_delta_of, entries_table, vacated_ranges_of
+from tests.unit.elasticity.store_helpers import write_with_model
 
 
 def write_batch(store, batch_id: int, puts: dict[str, int], deletes: tuple[str, ...] = ()) -> None:
@@ -278,14 +279,7 @@ def test_restore_at_any_version_matches_a_model(make_store, batches, snapshot_ev
     model: dict[str, int] = {}
     after: list[dict[str, int]] = []
     for batch_id, writes in enumerate(batches):
-        with store.begin(batch_id) as tx:
-            for key, value in writes:
-                if value is None:
-                    tx.delete(key)
-                    model.pop(key, None)
-                else:
-                    tx.put(key, value)
-                    model[key] = value
+        write_with_model(store, batch_id, writes, model)
         after.append(dict(model))
         assert len(store) == len(model)  # deletes of absent keys and rewrites must not skew it
         if batch_id % snapshot_every == 0:

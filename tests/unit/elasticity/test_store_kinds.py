@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from elasticity.state import BytesCodec, HistoryBackend
-from elasticity.state.kinds import STORE_KINDS, StoreKind, build_backend, describe_store_kinds
+from elasticity.state.kinds import STORE_KINDS, StoreKind, build_backend, describe_store_kinds, store_kind_named
 
 
 def test_the_kind_names_and_the_registry_agree() -> None:
@@ -41,3 +41,9 @@ def test_a_kind_history_is_what_the_driver_reads(kind: StoreKind, tmp_path) -> N
 def test_an_unknown_kind_is_refused_by_name(tmp_path) -> None:
     with pytest.raises(KeyError, match="lmdb"):
         build_backend("lmdb", BytesCodec(), str(tmp_path), str(tmp_path))  # type: ignore[arg-type]
+
+
+def test_a_kind_named_on_the_command_line_is_checked_against_the_registry() -> None:
+    assert [store_kind_named(name) for name in STORE_KINDS] == list(STORE_KINDS)
+    with pytest.raises(ValueError, match="unknown store kind 'lmdb'.*rocks, memory, columnar"):
+        store_kind_named("lmdb")
