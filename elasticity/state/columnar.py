@@ -68,6 +68,9 @@ class ColumnarStore(StateStore):
         self._keys = self._base["key"].chunk(0) if self._base["key"].num_chunks else pa.array([], pa.string())
         self._values = self._base["value"].chunk(0) if self._base["value"].num_chunks else pa.array([], pa.binary())
         self._overlay: dict[tuple[int, str], bytes | None] = {}
+        # Hash ranges a donation emptied: their base rows count as gone until the next merge
+        # drops them (a donor's ranges then cost no copy of the base).
+        self._vacated: list[tuple[int, int]] = []
         self._size = self._base.num_rows
 
     # ---- reads ----------------------------------------------------------------------------
@@ -77,6 +80,8 @@ class ColumnarStore(StateStore):
         return self._base_value(key_hash, key)
 
     def _base_value(self, key_hash: int, key: str) -> bytes | None:
+        if any(start <= key_hash <= end for start, end in self._vacated):
+            return None
         row = int(np.searchsorted(self._hashes, key_hash))
         # Distinct keys may share a hash: look at every row of it.
         while row < len(self._hashes) and self._hashes[row] == key_hash:
@@ -87,7 +92,8 @@ class ColumnarStore(StateStore):
         return None
 
     def _scan(self, ranges: HashRanges | None) -> pa.Table:
-        self._merge_overlay()
+        if self._overlay or self._vacated:
+            self._merge(empty_entries())
         if ranges is None:
             return self._base
         spans = [
@@ -107,7 +113,7 @@ class ColumnarStore(StateStore):
         declared = count_delta_of(changes)
         # A migration's changelog declares its count change: its keys need no presence check.
         expected_size = None if declared is None else self._size + declared
-        vacated = vacated_ranges_of(changes)
+        vacated = vacated_ranges_of(changes) if declared is not None else None
         if vacated:
             # A donor's changelog: its deletions are exactly the entries in these ranges.
             self._drop_ranges(vacated)
@@ -119,7 +125,7 @@ class ColumnarStore(StateStore):
             if expected_size is not None:
                 self._size = expected_size
             if len(self._overlay) >= max(MIN_MERGE_ROWS, MERGE_FRACTION * self._base.num_rows):
-                self._merge_overlay()
+                self._merge(empty_entries())
         self._version = version
 
     def _write_overlay(self, changes: pa.Table, count: bool) -> None:
@@ -139,16 +145,12 @@ class ColumnarStore(StateStore):
         self._version = version
 
     def _drop_ranges(self, ranges: list[tuple[int, int]]) -> None:
-        self._merge_overlay()
-        keep = ~in_ranges_mask(self._hashes, sorted(ranges))
-        if not keep.all():
-            self._set_base(self._base.filter(pa.array(keep)))
-
-    def _merge_overlay(self) -> None:
+        """Empty the hash ranges: the base's rows in them hidden, the overlay's removed."""
+        self._vacated = _disjoint([*self._vacated, *ranges])
         if self._overlay:
-            overlay = self._overlay
-            self._overlay = {}
-            self._merge(entries_table([h for h, _ in overlay], [k for _, k in overlay], list(overlay.values())))
+            hashes = np.fromiter((h for h, _ in self._overlay), dtype=np.int64, count=len(self._overlay))
+            inside = in_ranges_mask(hashes, _disjoint(ranges))
+            self._overlay = {k: v for k, v, gone in zip(self._overlay, self._overlay.values(), inside) if not gone}
 
     def _merge(self, changes: pa.Table) -> None:
         """Fold `changes` (in application order) into the base in one copy of its columns."""
@@ -158,7 +160,19 @@ class ColumnarStore(StateStore):
             overlay = entries_table([h for h, _ in pending], [k for _, k in pending], list(pending.values()))
             changes = concat_entries([overlay, changes.cast(ENTRY_SCHEMA)])
         latest = _sorted_unique(changes.cast(ENTRY_SCHEMA), keep_deletions=True)
-        self._set_base(_merge_sorted(self._base, self._hashes, latest))
+        gone = in_ranges_mask(self._hashes, self._vacated)
+        self._set_base(_merge_sorted(self._base, self._hashes, gone, latest))
+
+
+def _disjoint(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The same inclusive ranges, sorted, overlapping ones joined."""
+    joined: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if joined and start <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], end))
+        else:
+            joined.append((start, end))
+    return joined
 
 
 def _sorted_unique(entries: pa.Table, keep_deletions: bool) -> pa.Table:
@@ -203,18 +217,20 @@ def _last_of_each_key(entries: pa.Table) -> pa.Table:
     return ordered.filter(pa.array(last)).drop_columns(["row"])
 
 
-def _merge_sorted(base: pa.Table, base_hashes: np.ndarray, latest: pa.Table) -> pa.Table:
-    """The base with each key of `latest` (sorted, unique; null = delete) replaced or added."""
+def _merge_sorted(base: pa.Table, base_hashes: np.ndarray, gone: np.ndarray, latest: pa.Table) -> pa.Table:
+    """The base without its `gone` rows, each key of `latest` (sorted, unique; null = delete)
+    replaced or added."""
     latest_hashes = latest["hash"].to_numpy()
     starts = np.searchsorted(base_hashes, latest_hashes)
     tied = np.flatnonzero(np.searchsorted(base_hashes, latest_hashes, side="right") > starts)
-    replaced = np.zeros(len(base_hashes), dtype=bool)
+    replaced = gone.copy()
     if len(tied):
         same_key = pc.equal(base["key"].take(pa.array(starts[tied])), latest["key"].take(pa.array(tied)))
         if not same_key.to_numpy(zero_copy_only=False).all():
             # A change shares its hash with another key than the first base key of that hash
             # (a 64-bit collision, rare): a full sort puts such keys in order.
-            return _sorted_unique(concat_entries([base, latest]), keep_deletions=False)
+            both = concat_entries([base.filter(pa.array(~gone)), latest])
+            return _sorted_unique(both, keep_deletions=False)
         # Each of these changes is the first base key of its hash: replaced in place.
         replaced[starts[tied]] = True
     added = pc.is_valid(latest["value"]).to_numpy(zero_copy_only=False)

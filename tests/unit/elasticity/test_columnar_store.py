@@ -102,6 +102,28 @@ def _check_migration(key_hasher, start, own) -> None:
     assert len(donor) + moved.num_rows == 24 and len(receiver) == own_count + moved.num_rows
     assert donor.entries(given_range).num_rows == 0
     assert receiver.entries(given_range).equals(moved)
+    # And back: the donor takes the emptied range in again.
+    with receiver.begin_migration(2) as out, donor.begin_migration(2) as into:
+        out.delete_entries(moved, present=True, vacated=given_range)
+        into.put_entries(moved, absent=True)
+    assert dict(donor.items()) == {f"k{i}": i for i in range(24)} and len(donor) == 24
+    assert len(receiver) == own_count
+
+
+def test_a_donation_hides_its_ranges_without_copying_the_base() -> None:
+    store = ColumnarStore(0, Int64Codec())
+    with store.begin(0) as tx:
+        for i in range(10_000):
+            tx.put(f"w{i}", i)
+    base = store.entries()
+    lower_half = [(-(1 << 63), 0)]
+    donated = store.entries(lower_half)
+    with store.begin_migration(1) as tx:
+        tx.delete_entries(donated, present=True, vacated=lower_half)
+    assert store._base is base  # noqa: SLF001 (the point: no copy until the next merge)
+    assert len(store) == 10_000 - donated.num_rows
+    assert all(store.get(k) is None for k in donated["key"].to_pylist()[:50])
+    assert store.entries().num_rows == len(store) and store.entries(lower_half).num_rows == 0
 
 
 def test_a_large_rebuild_and_a_large_migration_make_no_per_key_call(monkeypatch) -> None:
