@@ -110,6 +110,16 @@ class ColumnarStore(StateStore):
 
     # ---- writes ---------------------------------------------------------------------------
     def _apply(self, changes: pa.Table, version: Version) -> None:
+        # All or nothing, as a RocksDB write batch: a failed commit leaves the working set as it was.
+        before = (self._base, self._hashes, self._keys, self._values, self._overlay, self._vacated, self._size)
+        try:
+            self._apply_changes(changes)
+        except BaseException:
+            self._base, self._hashes, self._keys, self._values, self._overlay, self._vacated, self._size = before
+            raise
+        self._version = version
+
+    def _apply_changes(self, changes: pa.Table) -> None:
         declared = count_delta_of(changes)
         # A migration's changelog declares its count change: its keys need no presence check.
         expected_size = None if declared is None else self._size + declared
@@ -126,7 +136,6 @@ class ColumnarStore(StateStore):
                 self._size = expected_size
             if len(self._overlay) >= max(MIN_MERGE_ROWS, MERGE_FRACTION * self._base.num_rows):
                 self._merge(empty_entries())
-        self._version = version
 
     def _write_overlay(self, changes: pa.Table, count: bool) -> None:
         """Put the changes in the overlay; with `count`, keep the entry count by a lookup of each."""
@@ -135,10 +144,15 @@ class ColumnarStore(StateStore):
         if not count:
             self._overlay.update(zip(keys, values))
             return
+        updates: dict[tuple[int, str], bytes | None] = {}
+        size = self._size
         for entry_key, value in zip(keys, values):
-            present = self._get_raw(*entry_key) is not None
-            self._size += int(value is not None) - int(present)
-            self._overlay[entry_key] = value
+            present = (updates[entry_key] if entry_key in updates else self._get_raw(*entry_key)) is not None
+            size += int(value is not None) - int(present)
+            updates[entry_key] = value
+        # The overlay changes in one step, the store's only change in place (see `_apply`).
+        self._overlay.update(updates)
+        self._size = size
 
     def _replace(self, entries: pa.Table, version: Version) -> None:
         self._set_base(_sorted_unique(entries.cast(ENTRY_SCHEMA), keep_deletions=False))
@@ -155,7 +169,6 @@ class ColumnarStore(StateStore):
     def _merge(self, changes: pa.Table) -> None:
         """Fold `changes` (in application order) into the base in one copy of its columns."""
         pending = self._overlay
-        self._overlay = {}
         if pending:  # older than `changes`: they go first, so a later change of a key wins
             overlay = entries_table([h for h, _ in pending], [k for _, k in pending], list(pending.values()))
             changes = concat_entries([overlay, changes.cast(ENTRY_SCHEMA)])

@@ -148,3 +148,37 @@ def test_a_large_rebuild_and_a_large_migration_make_no_per_key_call(monkeypatch)
         into.put_entries(moved, absent=True)
     assert len(rebuilt) == 25_000
     assert rebuilt.get("w19999") == 19_999 and rebuilt.get("x4999") == 4_999
+
+
+@pytest.mark.parametrize("merge_often", [True, False], ids=["merge", "overlay"])
+def test_a_commit_that_fails_leaves_the_working_set_as_it_was(merge_often, monkeypatch) -> None:
+    store = ColumnarStore(0, Int64Codec())
+    with store.begin(0) as tx:
+        for i in range(100):
+            tx.put(f"w{i}", i)
+    lower_half = [(-(1 << 63), 0)]
+    donated = store.entries(lower_half)
+    with _thresholds(merge_often), store.begin(1) as tx:  # one change, left in the overlay
+        tx.put("solo", 5)
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise MemoryError("no room for the merged columns")
+
+    lookups = iter([ColumnarStore._base_value])  # the overlay path: its second lookup fails
+
+    def second_lookup_fails(self: ColumnarStore, key_hash: int, key: str) -> bytes | None:
+        return next(lookups, broken)(self, key_hash, key)
+
+    with _thresholds(merge_often):
+        monkeypatch.setattr(columnar_module, "_merge_sorted", broken)
+        monkeypatch.setattr(columnar_module, "_sorted_unique", broken)
+        monkeypatch.setattr(ColumnarStore, "_base_value", second_lookup_fails)
+        with pytest.raises(MemoryError):
+            with store.begin_migration(1) as tx:
+                tx.delete_entries(donated, present=True, vacated=lower_half)
+                tx.put("new", 1)
+                tx.delete("w1")
+    monkeypatch.undo()
+    assert store.version.migration == 0 and len(store) == 101
+    assert store.get("solo") == 5 and store.get("w1") == 1 and store.get("new") is None
+    assert dict(store.items()) == {**{f"w{i}": i for i in range(100)}, "solo": 5}
