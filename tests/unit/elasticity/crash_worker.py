@@ -14,7 +14,8 @@ import sys
 
 from elasticity.layout import Layout
 from elasticity.migration import Migrator
-from elasticity.state import Int64Codec, RocksBackend
+from elasticity.state import Int64Codec
+from elasticity.state.kinds import build_backend, store_kind_named
 
 OPERATIONS = {
     "scale_out": lambda layout: layout.scale_out(1),
@@ -24,12 +25,12 @@ OPERATIONS = {
 }
 
 
-def main(root: str, local_dir: str, operation: str, kill_point: str) -> int:
+def main(root: str, local_dir: str, operation: str, kill_point: str, kind: str = "rocks") -> int:
     def kill_here(point: str) -> None:
         if point.startswith(kill_point):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    backend = RocksBackend(Int64Codec(), durable=root, local_dir=local_dir)
+    backend = build_backend(store_kind_named(kind), Int64Codec(), root, local_dir)
     migrator = Migrator(root, backend, hook=kill_here, max_workers=2)
     old: Layout = migrator.registry.committed()
     migrator.migrate(OPERATIONS[operation](old))
@@ -37,4 +38,4 @@ def main(root: str, local_dir: str, operation: str, kill_point: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:5]))
+    sys.exit(main(*sys.argv[1:6]))

@@ -15,6 +15,7 @@ import pytest
 from elasticity.layout import Layout
 from elasticity.migration import Journal, LayoutRegistry, MigrationArea, Migrator, Phase
 from elasticity.state import Int64Codec, Location, RocksBackend
+from elasticity.state.kinds import build_backend
 
 from .migration_helpers import assert_owned_exactly_once, populate
 
@@ -49,17 +50,20 @@ def worker_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
+@pytest.mark.parametrize("kind", ["rocks", "columnar"])
 @pytest.mark.parametrize(("operation", "kill_point", "policy", "action"), CASES, ids=lambda v: str(v))
-def test_sigkill_then_recover_keeps_every_key_once(tmp_path, worker_env, operation, kill_point, policy, action) -> None:
+def test_sigkill_then_recover_keeps_every_key_once(
+    tmp_path, worker_env, operation, kill_point, policy, action, kind
+) -> None:
     root, local = str(tmp_path / "durable"), str(tmp_path / "local")
     initial = Layout.uniform(4)
-    backend = RocksBackend(Int64Codec(), durable=root, local_dir=local)
+    backend = build_backend(kind, Int64Codec(), root, local)
     expected = populate(backend, initial, n_keys=1500)
     LayoutRegistry(Location.of(root)).initialize(initial)
     backend.close()  # release RocksDB's locks for the child
 
     child = subprocess.run(
-        [sys.executable, str(WORKER), root, local, operation, kill_point],
+        [sys.executable, str(WORKER), root, local, operation, kill_point, kind],
         env=worker_env,
         cwd=str(REPO),
         capture_output=True,
@@ -70,7 +74,7 @@ def test_sigkill_then_recover_keeps_every_key_once(tmp_path, worker_env, operati
         f"not killed at {kill_point}: rc={child.returncode} {child.stderr[-2000:]}"
     )
 
-    backend = RocksBackend(Int64Codec(), durable=root, local_dir=local)
+    backend = build_backend(kind, Int64Codec(), root, local)
     try:
         result = Migrator(root, backend).recover(policy)
         assert result.action == action
