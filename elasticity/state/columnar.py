@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from elasticity.hashing import hash_str
 from elasticity.state.codecs import ValueCodec
+from elasticity.state.durable import fold_entries
 from elasticity.state.history import HashRanges, History, MemoryHistory
 from elasticity.state.records import (
     ENTRY_SCHEMA,
@@ -155,7 +156,7 @@ class ColumnarStore(StateStore):
         self._size = size
 
     def _replace(self, entries: pa.Table, version: Version) -> None:
-        self._set_base(_sorted_unique(entries.cast(ENTRY_SCHEMA), keep_deletions=False))
+        self._set_base(fold_entries([entries]))
         self._version = version
 
     def _drop_ranges(self, ranges: list[tuple[int, int]]) -> None:
@@ -172,7 +173,7 @@ class ColumnarStore(StateStore):
         if pending:  # older than `changes`: they go first, so a later change of a key wins
             overlay = entries_table([h for h, _ in pending], [k for _, k in pending], list(pending.values()))
             changes = concat_entries([overlay, changes.cast(ENTRY_SCHEMA)])
-        latest = _sorted_unique(changes.cast(ENTRY_SCHEMA), keep_deletions=True)
+        latest = _sorted_unique(changes.cast(ENTRY_SCHEMA))
         gone = in_ranges_mask(self._hashes, self._vacated)
         self._set_base(_merge_sorted(self._base, self._hashes, gone, latest))
 
@@ -188,17 +189,15 @@ def _disjoint(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return joined
 
 
-def _sorted_unique(entries: pa.Table, keep_deletions: bool) -> pa.Table:
-    """The rows in (hash, key) order, each key's last row only; null values dropped unless
-    `keep_deletions`. Files and migrations arrive sorted and unique: checked, not re-sorted."""
+def _sorted_unique(entries: pa.Table) -> pa.Table:
+    """The rows in (hash, key) order, each key's last row only, deletions (null values) kept
+    (`fold_entries` drops them). Migrations arrive sorted and unique: checked, not re-sorted."""
     hashes = entries["hash"].to_numpy()
     # Compared, not subtracted: the difference of two int64 hashes can overflow.
     rising, tied = hashes[1:] > hashes[:-1], hashes[1:] == hashes[:-1]
     if not rising.all():
         if not (rising | tied).all() or _has_duplicate_keys(entries, tied):
             entries = _last_of_each_key(entries)
-    if not keep_deletions and entries["value"].null_count:
-        entries = entries.filter(pc.is_valid(entries["value"]))
     return entries.combine_chunks()
 
 
@@ -242,8 +241,7 @@ def _merge_sorted(base: pa.Table, base_hashes: np.ndarray, gone: np.ndarray, lat
         if not same_key.to_numpy(zero_copy_only=False).all():
             # A change shares its hash with another key than the first base key of that hash
             # (a 64-bit collision, rare): a full sort puts such keys in order.
-            both = concat_entries([base.filter(pa.array(~gone)), latest])
-            return _sorted_unique(both, keep_deletions=False)
+            return fold_entries([base.filter(pa.array(~gone)), latest])
         # Each of these changes is the first base key of its hash: replaced in place.
         replaced[starts[tied]] = True
     added = pc.is_valid(latest["value"]).to_numpy(zero_copy_only=False)
