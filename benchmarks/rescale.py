@@ -250,6 +250,7 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         "batch_ms": metrics[rescaled].batch_ms,
         "migration_ms": report.total_ms,
         "phase_ms": report.phase_ms,
+        "snapshot_wait_ms": result.snapshot_wait_ms,
         "normal_batch_ms": metrics[normal].batch_ms if normal in metrics else None,
         # Where each batch's time went (rescale = migration; the others run side by side).
         "batch_phase_ms": metrics[rescaled].phase_ms,

@@ -217,9 +217,7 @@ class Location:
     def publish_parquet(self, name: str, table: pa.Table, row_group_rows: int | None = None) -> None:
         """Parquet file (compressed, for snapshots), atomically; `row_group_rows`: rows per row
         group (None: pyarrow's default), so that a reader can skip the groups it does not need."""
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, row_group_size=row_group_rows)
-        self.publish_bytes(name, sink.getvalue())
+        self.publish_bytes(name, encode_parquet(table, row_group_rows))
 
     def read_parquet(self, name: str, row_groups: RowGroupChoice | None = None) -> pa.Table:
         """The whole table, or with `row_groups` only the row groups it picks from the file's
@@ -238,6 +236,14 @@ class Location:
         # random-access file knows its size, so it is read in one piece (a stream grows a buffer).
         with self.fs.open_input_file(self.file(name)) as src:
             return src.read_buffer()
+
+
+def encode_parquet(table: pa.Table, row_group_rows: int | None = None) -> pa.Buffer:
+    """`table` as the bytes of a Parquet file, in memory: the costly half of a publish, which can
+    run before (and apart from) the quick, atomic half."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=row_group_rows)
+    return sink.getvalue()
 
 
 def _write_local_durably(temp: str, final: str, payload: memoryview, trailer: bytes) -> None:

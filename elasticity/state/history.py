@@ -17,18 +17,27 @@ read grows with the keys it moves, not with the channel (`read_snapshot(version,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from elasticity.state.files import Location
+from elasticity.state.files import Location, encode_parquet
 from elasticity.state.records import Version, filter_ranges
 
 SNAPSHOT_ROW_GROUP_ROWS = 16_384
 """Entries per row group of a snapshot file: the unit a ranged read decodes or skips."""
 HashRanges = Sequence[tuple[int, int]]
 """Sorted, disjoint, inclusive hash ranges."""
+
+
+class StagedSnapshot(Protocol):
+    """A snapshot encoded but not yet visible to any reader."""
+
+    def publish(self) -> None:
+        """Make the snapshot appear, atomically (a reader sees all of it or nothing)."""
+        ...
 
 
 class History(Protocol):
@@ -43,6 +52,11 @@ class History(Protocol):
     def remove_changelog(self, version: Version) -> None: ...
 
     def write_snapshot(self, version: Version, entries: pa.Table) -> None: ...
+
+    def stage_snapshot(self, version: Version, entries: pa.Table) -> StagedSnapshot:
+        """The snapshot `write_snapshot` would write, prepared but not yet visible: its costly
+        encoding can run while the history is in use, its quick `publish()` later."""
+        ...
 
     def snapshot_versions(self) -> list[Version]: ...
 
@@ -96,6 +110,9 @@ class MemoryHistory:
     def write_snapshot(self, version: Version, entries: pa.Table) -> None:
         self._snapshots[version] = entries
 
+    def stage_snapshot(self, version: Version, entries: pa.Table) -> StagedSnapshot:
+        return _StagedTable(self._snapshots, version, entries)
+
     def snapshot_versions(self) -> list[Version]:
         return sorted(self._snapshots)
 
@@ -136,7 +153,11 @@ class FileHistory:
         self._changelog.delete_file(f"{version.name()}.arrow")
 
     def write_snapshot(self, version: Version, entries: pa.Table) -> None:
-        self._snapshot.publish_parquet(f"{version.name()}.parquet", entries, SNAPSHOT_ROW_GROUP_ROWS)
+        self.stage_snapshot(version, entries).publish()
+
+    def stage_snapshot(self, version: Version, entries: pa.Table) -> StagedSnapshot:
+        payload = encode_parquet(entries, SNAPSHOT_ROW_GROUP_ROWS)
+        return _StagedFile(self._snapshot, f"{version.name()}.parquet", payload)
 
     def snapshot_versions(self) -> list[Version]:
         return [Version.parse(n) for n in self._snapshot.names() if n.endswith(".parquet")]
@@ -153,6 +174,26 @@ class FileHistory:
 
     def destroy(self) -> None:
         self.base.delete_tree()
+
+
+@dataclass(frozen=True)
+class _StagedTable:
+    snapshots: dict[Version, pa.Table]
+    version: Version
+    entries: pa.Table
+
+    def publish(self) -> None:
+        self.snapshots[self.version] = self.entries
+
+
+@dataclass(frozen=True)
+class _StagedFile:
+    folder: Location
+    name: str
+    payload: pa.Buffer
+
+    def publish(self) -> None:
+        self.folder.publish_bytes(self.name, self.payload)
 
 
 def row_groups_meeting(metadata: pq.FileMetaData, ranges: HashRanges, column: str = "hash") -> list[int]:

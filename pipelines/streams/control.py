@@ -109,6 +109,9 @@ class RescaleResult(BaseModel):
     error: str | None = Field(None, description="Why it failed (failed only).")
     requested_at: float | None = Field(None, description="Unix time of the request.")
     pause_ms: float = Field(0.0, description="How long the stream held its batch for the rescale.")
+    snapshot_wait_ms: float = Field(
+        0.0, description="How long the rescale waited, before its pause, for a snapshot being written to end."
+    )
     layout: LayoutField | None = Field(None, description="The committed layout (committed only).")
     report: MigrationReport | None = Field(
         None, description="What the migration cost (None when answered from a record after a restart)."

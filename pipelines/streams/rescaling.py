@@ -59,15 +59,16 @@ class BatchBoundaryRescale:
         request = self.control.take_request()
         if request is None:
             return None
+        waited = time.perf_counter()
         with self.snapshots().paused():  # a migration may drop a channel a snapshot is writing
-            return self._rescale(request, batch_id)
+            return self._rescale(request, batch_id, snapshot_wait_ms=(time.perf_counter() - waited) * 1000)
 
     def channels_holding(self, layout: Layout, batch_id: int) -> list[int]:
         """Channels of `layout` whose durable state already includes `batch_id` (a listing each)."""
         backend = self.migrator().backend
         return [channel for channel in layout.channels if backend.open(channel).is_committed(batch_id)]
 
-    def _rescale(self, request: RescaleRequest, batch_id: int) -> RescaleResult | None:
+    def _rescale(self, request: RescaleRequest, batch_id: int, snapshot_wait_ms: float) -> RescaleResult | None:
         current = self.registry.committed()
         migrator = self.migrator()
         recorded = migrator.recorded_outcome(request.request_id, self.registry.next_epoch() - 1)
@@ -112,6 +113,7 @@ class BatchBoundaryRescale:
             status="committed",
             reason=request.reason,
             pause_ms=(time.perf_counter() - started) * 1000,
+            snapshot_wait_ms=snapshot_wait_ms,
             requested_at=request.requested_at,
             layout=new,
             report=report,

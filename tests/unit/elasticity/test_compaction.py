@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from elasticity.state import FileHistory, Int64Codec, RocksBackend, Version
-from elasticity.state.compaction import batch_version, snapshot_from_history
+from elasticity.state import FileHistory, Int64Codec, MemoryHistory, RocksBackend, Version
+from elasticity.state.compaction import batch_version, fold_snapshot, publish_snapshot, snapshot_from_history
+from elasticity.state.records import entries_table
 
 
 def _write_batches(backend: RocksBackend, channel: int, batches: range, keys: int = 30) -> None:
@@ -85,3 +86,38 @@ def test_a_deposed_driver_publishes_no_snapshot(tmp_path: Path) -> None:
     with pytest.raises(PermissionError):
         snapshot_from_history(history, batch_version(history, 2), before_publish=deposed)
     assert history.snapshot_versions() == []
+
+
+def test_a_folded_snapshot_is_invisible_until_published_and_skipped_when_history_moved_past_it(
+    tmp_path: Path,
+) -> None:
+    executor = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    _write_batches(executor, 0, range(0, 4))
+    _write_batches(executor, 1, range(0, 4))
+    at_three = _state(executor.open(0))
+    histories = [FileHistory.at(str(tmp_path / "durable" / "channels" / f"channel={c}")) for c in (0, 1)]
+    folds = [fold_snapshot(h, batch_version(h, 2)) for h in histories]
+    newer = fold_snapshot(histories[0], batch_version(histories[0], 3))
+    assert all(f is not None for f in folds) and newer is not None
+    assert all(h.snapshot_versions() == [] for h in histories)  # folding wrote nothing
+
+    assert publish_snapshot(histories[0], newer) is not None
+    executor.drop(1)  # a migration dropped channel 1 while its fold ran
+    assert publish_snapshot(histories[0], folds[0]) is None  # older than the snapshot since
+    assert publish_snapshot(histories[1], folds[1]) is None
+    assert [v.batch for v in histories[0].snapshot_versions()] == [3]
+    assert not (tmp_path / "durable" / "channels" / "channel=1").exists()
+    fresh = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "fresh")).open(0)
+    assert fresh.last_restore is not None and fresh.last_restore.snapshot_entries == len(at_three)
+    assert _state(fresh) == at_three
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+def test_a_staged_snapshot_appears_only_when_published(kind: str, tmp_path: Path) -> None:
+    history = MemoryHistory() if kind == "memory" else FileHistory.at(str(tmp_path / "h"))
+    entries = entries_table([1, 2], ["a", "b"], [b"1", b"2"])
+    staged = history.stage_snapshot(Version(4), entries)
+    assert history.snapshot_versions() == []
+    staged.publish()
+    assert history.snapshot_versions() == [Version(4)]
+    assert history.read_snapshot(Version(4)).to_pylist() == entries.to_pylist()

@@ -4,13 +4,18 @@ migration runs; never written into a channel a rescale dropped."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pytest
+
 from elasticity.snapshots.planner import SnapshotOptions
-from elasticity.state import FileHistory, Int64Codec, RocksBackend
+from elasticity.state import FileHistory, Int64Codec, RocksBackend, Version
 from pipelines.streams.metrics import BatchMetrics, ChannelMetrics, RebuildReport
-from pipelines.streams.snapshots import ChannelSnapshots
+from pipelines.streams.snapshots import ChannelSnapshots, SnapshotJob, SnapshotWriter
 
 
 def _batch(backend: RocksBackend, channels: list[int], batch_id: int, keys: int = 40) -> BatchMetrics:
@@ -97,6 +102,74 @@ def test_no_snapshot_is_written_while_a_migration_holds_the_history(tmp_path: Pa
         assert _history(tmp_path, 0).snapshot_versions()
     finally:
         snapshots.close()
+
+
+class _GatedHistory(FileHistory):
+    """A history whose changelog reads wait for a go-ahead: a fold caught in the middle."""
+
+    def __init__(self, history: FileHistory, reading: threading.Event, go_on: threading.Event) -> None:
+        super().__init__(history.base)
+        self._reading, self._go_on = reading, go_on
+
+    def read_changelog(self, version: Version) -> pa.Table:
+        self._reading.set()
+        assert self._go_on.wait(30)
+        return super().read_changelog(version)
+
+
+class _GatedWriter(SnapshotWriter):
+    def __init__(self, elastic_root: str) -> None:
+        self.reading, self.go_on = threading.Event(), threading.Event()
+        super().__init__(elastic_root, keep_snapshots=2, fence_check=None)
+
+    def history(self, channel: int) -> FileHistory:
+        return _GatedHistory(super().history(channel), self.reading, self.go_on)
+
+
+def test_a_migration_waits_for_no_snapshot_fold_and_the_fold_publishes_after_it(tmp_path: Path) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    for batch_id in range(3):
+        _batch(backend, [0], batch_id)
+    writer = _GatedWriter(str(tmp_path / "durable"))
+    try:
+        writer.submit(SnapshotJob(0, 2, "test"))
+        assert writer.reading.wait(30)
+        # A migration (ChannelSnapshots.paused) starts while the fold reads: it gets the lock at
+        # once. Before, the writer held it through the whole fold (0.7-1.7 s at 1e7 keys).
+        assert writer.lock.acquire(timeout=10), "the migration waited for a snapshot fold"
+        try:
+            writer.go_on.set()
+            time.sleep(0.3)
+            assert _history(tmp_path, 0).snapshot_versions() == []  # nothing published inside it
+        finally:
+            writer.lock.release()
+        writer.drain()
+        assert [v.batch for v in _history(tmp_path, 0).snapshot_versions()] == [2]
+        assert [(w.channel, w.batch_id, w.entries) for w in writer.take_written()] == [(0, 2, 40)]
+    finally:
+        writer.close()
+
+
+def test_a_fold_of_a_channel_a_migration_drops_midway_publishes_nothing_and_logs_no_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = RocksBackend(Int64Codec(), str(tmp_path / "durable"), str(tmp_path / "local"))
+    for batch_id in range(3):
+        _batch(backend, [0, 1], batch_id)
+    writer = _GatedWriter(str(tmp_path / "durable"))
+    try:
+        writer.submit(SnapshotJob(1, 2, "test"))
+        assert writer.reading.wait(30)
+        with caplog.at_level(logging.ERROR):
+            with writer.lock:
+                backend.drop(1)  # a scale-in removes channel 1 under the fold's feet
+                writer.go_on.set()
+            writer.drain()
+        assert not (tmp_path / "durable" / "channels" / "channel=1").exists()
+        assert writer.take_written() == []
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    finally:
+        writer.close()
 
 
 def test_a_queued_snapshot_of_a_channel_the_rescale_dropped_is_skipped(tmp_path: Path) -> None:
