@@ -259,6 +259,8 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
         # Each channel's task in both batches: a working set rebuilt from history shows here.
         "channel_costs": _channel_costs(metrics[rescaled]),
         "normal_channel_costs": _channel_costs(metrics[normal]) if normal in metrics else None,
+        # The driver's snapshots beside the batches: their folds share the machine's cores.
+        "snapshots": _snapshots_written(metrics),
         "keys_total": total,
         "keys_moved": moved,
         "bytes_moved": report.bytes_moved,
@@ -283,6 +285,21 @@ def _channel_costs(metrics: BatchMetrics) -> list[dict[str, Any]]:
             "rebuild_ms": (c.rebuild.restore_ms + c.rebuild.fold_ms) if c.rebuild else 0.0,
         }
         for c in sorted(metrics.per_channel, key=lambda c: c.channel)
+    ]
+
+
+def _snapshots_written(metrics: dict[int, BatchMetrics]) -> list[dict[str, Any]]:
+    """Every snapshot the driver wrote during the run, with the batch that reported it."""
+    return [
+        {
+            "reported_with_batch": batch_id,
+            "channel": s.channel,
+            "batch_id": s.batch_id,
+            "entries": s.entries,
+            "write_ms": s.write_ms,
+        }
+        for batch_id, m in sorted(metrics.items())
+        for s in m.snapshots
     ]
 
 

@@ -38,6 +38,12 @@ and one checkpoint per checkpoint period completes the period. How esp reads eac
   complete"); the snapshot that ends the overrun starts the next period. Past the period's end,
   falling coverage no longer waits. `max_interval_s` optionally caps a deferral outright; without
   it only the recovery bound does, as in the seed.
+- **a period's snapshot must be worth its cost** (esp's addition, `min_gain_fraction`). The seed's
+  checkpoint costs what changed; esp's snapshot rewrites the channel's whole state (seconds for
+  millions of keys, on the driver, beside the batches). So the period's rules stand aside while a
+  snapshot would take less off the predicted recovery than a fraction of its own restore time:
+  a large state that a trickle of changes touches is not rewritten every period. The recovery
+  guarantee is not gated: the bound holds as before.
 """
 
 from __future__ import annotations
@@ -67,6 +73,14 @@ class AdaptiveOptions(BaseModel):
     period_s: float = Field(9.0, gt=0, description="Checkpoint period: one peak-avoiding snapshot per period.")
     max_interval_s: float | None = Field(
         None, gt=0, description="Snapshot at the latest this long after the previous one (None: only the bound)."
+    )
+    min_gain_fraction: float = Field(
+        0.1,
+        ge=0,
+        description=(
+            "A period's snapshot waits while it would shorten the predicted recovery by less than this "
+            "fraction of its own restore time (0: one snapshot per period, as in the seed)."
+        ),
     )
     recovery: RecoveryOptions = Field(default_factory=RecoveryOptions, description="The recovery-time model.")
 
@@ -120,6 +134,10 @@ class _Moment:
     since_snapshot_s: float
     period_done: bool
     period_over: bool
+    gain_s: float
+    """What a snapshot now takes off the predicted recovery at the next chance."""
+    snapshot_restore_s: float
+    """The predicted restore time of that snapshot: what writing it costs, in the model's units."""
 
 
 class AdaptivePolicy:
@@ -177,6 +195,7 @@ class AdaptivePolicy:
             "recovery_next_s": next_chance.total_s,
             "recovery_next_after_snapshot_s": after_snapshot.total_s,
             "period_left_s": period_end - now,
+            "recovery_gain_s": next_chance.total_s - after_snapshot.total_s,
         }
         moment = _Moment(
             coverage=batch.records,
@@ -186,6 +205,8 @@ class AdaptivePolicy:
             since_snapshot_s=now - since,
             period_done=done,
             period_over=now >= period_end,
+            gain_s=next_chance.total_s - after_snapshot.total_s,
+            snapshot_restore_s=after_snapshot.restore_s,
         )
         rule, reason = self._rule(moment, next_chance.total_s, after_snapshot.total_s)
         take = rule in ("recovery", "max_interval", "trough", "low", "period_end")
@@ -240,6 +261,11 @@ class AdaptivePolicy:
             return "max_interval", f"{m.since_snapshot_s:.1f} s since the last snapshot ≥ {opts.max_interval_s:g} s"
         if m.period_done:
             return "period_done", "this period's snapshot is taken"
+        if opts.min_gain_fraction > 0 and m.gain_s < opts.min_gain_fraction * m.snapshot_restore_s:
+            return "small_gain", (
+                f"a snapshot would take {m.gain_s:.3f} s off the recovery, less than {opts.min_gain_fraction:g} "
+                f"of its own {m.snapshot_restore_s:.2f} s restore"
+            )
         if m.coverage > m.baseline:
             late = " past the period's end" if m.period_over else ""
             return "peak", (

@@ -33,6 +33,7 @@ SnapshotRule = Literal[
     "recovery",  # adaptive: recov-guarantee, the bound would be passed before the next chance
     "max_interval",  # adaptive: the hard cap on time between snapshots
     "period_done",  # adaptive: this period's snapshot is taken
+    "small_gain",  # adaptive: a snapshot would shorten the recovery too little for its cost
     "peak",  # adaptive: coverage above its baseline, deferred
     "falling",  # adaptive: selection phase, coverage still falling
     "trough",  # adaptive: selection phase, ICR turned non-negative after falling

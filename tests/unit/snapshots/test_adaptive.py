@@ -8,6 +8,7 @@ from elasticity.snapshots import (
     AdaptiveOptions,
     AdaptivePolicy,
     AdaptiveState,
+    Backlog,
     RecoveryOptions,
     RecoveryTracker,
 )
@@ -159,3 +160,23 @@ def test_out_of_reach_the_part_a_snapshot_removes_is_still_kept_within_the_bound
     assert len(taken) >= 3
     assert all(d.recovery.fold_s <= 0.5 + 1e-9 for d in decisions)
     assert "a snapshot removes would pass it" in decisions[taken[1]].reason
+
+
+@pytest.mark.parametrize(("min_gain_fraction", "expected"), [(0.1, [9, 19]), (0.0, [0, 5, 10, 15])])
+def test_a_large_state_that_a_trickle_touches_is_not_rewritten_every_period(min_gain_fraction, expected):
+    # Restoring the 1 MB state takes 1 s; each batch's 10 changed entries add 0.01 s of fold. A
+    # snapshot after batch b takes 0.01 * (b + 1 - last snapshot) s off the recovery: a tenth of
+    # its own restore only from the tenth batch after the last one on.
+    recovery = RecoveryOptions(restore_bytes_per_s=1e6, fold_entries_per_s=1_000, replay_records_per_s=1e9)
+    options = AdaptiveOptions(max_recovery_s=30.0, period_s=5.0, recovery=recovery, min_gain_fraction=min_gain_fraction)
+    tracker = RecoveryTracker.start(recovery, Backlog(snapshot_bytes=1_000_000))
+    policy = AdaptivePolicy(options, AdaptiveState(tracker=tracker))
+    decisions = [policy.decide(batch(b, float(b), records=100, entries=10, state_bytes=1_000_000)) for b in range(20)]
+    assert taken_at(decisions) == expected
+    if min_gain_fraction:
+        assert decisions[5].rule == "small_gain"
+        assert (
+            decisions[5].reason
+            == "a snapshot would take 0.060 s off the recovery, less than 0.1 of its own 1.00 s restore"
+        )
+        assert {decisions[b].rule for b in expected} == {"low"}

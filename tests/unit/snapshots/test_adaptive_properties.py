@@ -61,7 +61,8 @@ def test_recovery_passes_the_bound_by_at_most_one_batchs_growth(series, period_s
 def test_outside_the_recovery_bound_at_most_one_snapshot_per_period(series, period_s):
     # Rates so fast that the bound never fires: only peak avoidance decides.
     fast = RecoveryOptions(restore_bytes_per_s=1e15, fold_entries_per_s=1e15, replay_records_per_s=1e15)
-    policy = AdaptivePolicy(AdaptiveOptions(period_s=period_s, recovery=fast))
+    # The seed's rule, one snapshot per period, first at the first batch (no gain asked for).
+    policy = AdaptivePolicy(AdaptiveOptions(period_s=period_s, recovery=fast, min_gain_fraction=0.0))
     times, taken = [], []
     for b, (gap_s, records, entries, state_bytes) in enumerate(series):
         times.append(gap_s + (times[-1] if times else 0.0))
@@ -71,3 +72,22 @@ def test_outside_the_recovery_bound_at_most_one_snapshot_per_period(series, peri
             taken.append(times[-1])
     assert taken and taken[0] == times[0]
     assert len(taken) <= math.floor((times[-1] - times[0]) / period_s + 1e-9) + 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(series=batches, period_s=st.floats(1.0, 20.0), max_recovery_s=st.floats(0.5, 6.0))
+def test_a_periods_snapshot_takes_at_least_a_tenth_of_its_restore_off_the_recovery(series, period_s, max_recovery_s):
+    policy = AdaptivePolicy(AdaptiveOptions(max_recovery_s=max_recovery_s, period_s=period_s, recovery=RECOVERY))
+    snapshot_bytes, folded, time_s = 0, 0, 0.0
+    for b, (gap_s, records, entries, state_bytes) in enumerate(series):
+        time_s += gap_s
+        folded += entries
+        decision = policy.decide(batch(b, time_s, records=records, entries=entries, state_bytes=state_bytes))
+        # Independently: a snapshot now swaps the old snapshot and the folded backlog for the new one.
+        gain_s = (snapshot_bytes - state_bytes) / RESTORE + folded / FOLD
+        if decision.take and decision.rule != "recovery":
+            assert gain_s >= 0.1 * state_bytes / RESTORE - 1e-9
+        if decision.rule == "small_gain":
+            assert gain_s < 0.1 * state_bytes / RESTORE + 1e-9
+        if decision.take:
+            snapshot_bytes, folded = state_bytes, 0
