@@ -41,7 +41,7 @@ and one checkpoint per checkpoint period completes the period. How esp reads eac
 - **a period's snapshot must be worth its cost** (esp's addition, `min_gain_fraction`). The seed's
   checkpoint costs what changed; esp's snapshot rewrites the channel's whole state (seconds for
   millions of keys, on the driver, beside the batches). So the period's rules stand aside while a
-  snapshot would take less off the predicted recovery than a fraction of its own restore time:
+  snapshot would take less fold off the predicted recovery than a fraction of its own restore time:
   a large state that a trickle of changes touches is not rewritten every period. The recovery
   guarantee is not gated: the bound holds as before.
 """
@@ -135,7 +135,7 @@ class _Moment:
     period_done: bool
     period_over: bool
     gain_s: float
-    """What a snapshot now takes off the predicted recovery at the next chance."""
+    """The fold a snapshot now takes off the predicted recovery at the next chance."""
     snapshot_restore_s: float
     """The predicted restore time of that snapshot: what writing it costs, in the model's units."""
 
@@ -195,7 +195,7 @@ class AdaptivePolicy:
             "recovery_next_s": next_chance.total_s,
             "recovery_next_after_snapshot_s": after_snapshot.total_s,
             "period_left_s": period_end - now,
-            "recovery_gain_s": next_chance.total_s - after_snapshot.total_s,
+            "recovery_gain_s": next_chance.fold_s - after_snapshot.fold_s,
         }
         moment = _Moment(
             coverage=batch.records,
@@ -205,7 +205,9 @@ class AdaptivePolicy:
             since_snapshot_s=now - since,
             period_done=done,
             period_over=now >= period_end,
-            gain_s=next_chance.total_s - after_snapshot.total_s,
+            # The fold a snapshot removes, not the restore it changes: the restore's part moves
+            # with every new estimate of a state's bytes, and a snapshot rewrites the state anyway.
+            gain_s=next_chance.fold_s - after_snapshot.fold_s,
             snapshot_restore_s=after_snapshot.restore_s,
         )
         rule, reason = self._rule(moment, next_chance.total_s, after_snapshot.total_s)

@@ -180,3 +180,15 @@ def test_a_large_state_that_a_trickle_touches_is_not_rewritten_every_period(min_
             == "a snapshot would take 0.060 s off the recovery, less than 0.1 of its own 1.00 s restore"
         )
         assert {decisions[b].rule for b in expected} == {"low"}
+
+
+def test_a_new_estimate_of_the_states_bytes_is_no_reason_to_snapshot():
+    # The last snapshot was counted at 40 bytes an entry, the state now at 32 (the driver measured
+    # a written snapshot): restoring a snapshot now looks 0.25 s shorter, but nothing changed.
+    recovery = RecoveryOptions(restore_bytes_per_s=1e6, fold_entries_per_s=1_000, replay_records_per_s=1e9)
+    options = AdaptiveOptions(max_recovery_s=30.0, period_s=5.0, recovery=recovery)
+    tracker = RecoveryTracker.start(recovery, Backlog(snapshot_bytes=1_250_000))
+    policy = AdaptivePolicy(options, AdaptiveState(tracker=tracker))
+    decisions = [policy.decide(batch(b, float(b), records=100, entries=10, state_bytes=1_000_000)) for b in range(10)]
+    assert taken_at(decisions) == [9]
+    assert decisions[0].rule == "small_gain"
