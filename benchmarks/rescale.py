@@ -297,6 +297,7 @@ def _snapshots_written(metrics: dict[int, BatchMetrics]) -> list[dict[str, Any]]
             "batch_id": s.batch_id,
             "entries": s.entries,
             "write_ms": s.write_ms,
+            "rule": s.rule,
         }
         for batch_id, m in sorted(metrics.items())
         for s in m.snapshots

@@ -155,6 +155,9 @@ class AdaptivePolicy:
         tracker = self.state.tracker.after_restore(restore, self.options.recovery)
         self.state = self.state.model_copy(update={"tracker": tracker})
 
+    def observe_snapshot_size(self, snapshot_bytes: int) -> None:
+        self.state = self.state.model_copy(update={"tracker": self.state.tracker.with_snapshot_bytes(snapshot_bytes)})
+
     def decide(self, batch: BatchObservation) -> SnapshotDecision:
         opts, state, now = self.options, self.state, batch.time_s
         tracker = state.tracker.after_batch(batch, opts.recovery)

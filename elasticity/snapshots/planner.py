@@ -93,6 +93,8 @@ class SnapshotPlanner:
         self._backlog_of = backlog_of
         self._earlier = learned or LearnedRates()
         self._policies: dict[int, SnapshotPolicy] = {}
+        self._newest_taken: dict[int, int] = {}
+        """Per channel, the batch of the newest snapshot decided."""
 
     def _policy(self, channel: int) -> SnapshotPolicy:
         policy = self._policies.get(channel)
@@ -109,15 +111,27 @@ class SnapshotPlanner:
     def observe_restore(self, channel: int, restore: RestoreObservation) -> None:
         self._policy(channel).observe_restore(restore)
 
+    def observe_written(self, channel: int, batch_id: int, snapshot_bytes: int) -> None:
+        """A snapshot decided at `batch_id` was written at `snapshot_bytes`. The policy counted it at
+        the state's estimated size; when it is still the channel's newest, its measured size takes
+        over, so that a better estimate of an entry's bytes does not read as a smaller restore."""
+        if self._newest_taken.get(channel) == batch_id and channel in self._policies:
+            self._policies[channel].observe_snapshot_size(snapshot_bytes)
+
     def decide(self, batches: Mapping[int, BatchObservation]) -> dict[int, SnapshotDecision]:
         """Each channel's decision after one committed batch."""
-        return {channel: self._policy(channel).decide(batch) for channel, batch in sorted(batches.items())}
+        decisions = {channel: self._policy(channel).decide(batch) for channel, batch in sorted(batches.items())}
+        for channel, decision in decisions.items():
+            if decision.take:
+                self._newest_taken[channel] = decision.batch_id
+        return decisions
 
     def keep_only(self, channels: Iterable[int]) -> None:
         """Forget channels a rescale removed (one created again later starts afresh)."""
         live = set(channels)
         for channel in [c for c in self._policies if c not in live]:
             del self._policies[channel]
+            self._newest_taken.pop(channel, None)
 
     def channels(self) -> list[int]:
         return sorted(self._policies)

@@ -63,6 +63,10 @@ class SnapshotPolicy(Protocol):
 
     def observe_restore(self, restore: RestoreObservation) -> None: ...
 
+    def observe_snapshot_size(self, snapshot_bytes: int) -> None:
+        """The newest snapshot this policy took was written at `snapshot_bytes`."""
+        ...
+
     @property
     def rates(self) -> RecoveryRates:
         """The recovery model's rates learned so far (kept across driver restarts)."""
@@ -116,6 +120,9 @@ class FixedPeriodPolicy:
     def observe_restore(self, restore: RestoreObservation) -> None:
         tracker = self.state.tracker.after_restore(restore, self.options.recovery)
         self.state = self.state.model_copy(update={"tracker": tracker})
+
+    def observe_snapshot_size(self, snapshot_bytes: int) -> None:
+        self.state = self.state.model_copy(update={"tracker": self.state.tracker.with_snapshot_bytes(snapshot_bytes)})
 
     def decide(self, batch: BatchObservation) -> SnapshotDecision:
         tracker = self.state.tracker.after_batch(batch, self.options.recovery)

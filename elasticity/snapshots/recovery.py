@@ -276,6 +276,11 @@ class RecoveryTracker(_Frozen):
         """A snapshot now stands in for every changelog so far."""
         return self.model_copy(update={"backlog": Backlog(snapshot_bytes=snapshot_bytes)})
 
+    def with_snapshot_bytes(self, snapshot_bytes: int) -> RecoveryTracker:
+        """The backlog's snapshot counted at its measured size instead of the size estimated when
+        it was decided (the changelogs since stay)."""
+        return self.model_copy(update={"backlog": self.backlog.model_copy(update={"snapshot_bytes": snapshot_bytes})})
+
     def predict(
         self, in_flight_records: int, options: RecoveryOptions, backlog: Backlog | None = None
     ) -> RecoveryPrediction:

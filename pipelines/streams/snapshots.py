@@ -172,6 +172,7 @@ class ChannelSnapshots:
         for written in self.writer.take_written():
             if written.entries:
                 self._entry_bytes[written.channel] = written.bytes / written.entries
+            self.planner.observe_written(written.channel, written.batch_id, written.bytes)
             metrics.snapshots.append(written)
         self.planner.keep_only(c.channel for c in metrics.per_channel)
         rebuilt = [r for r in metrics.per_channel if r.rebuild is not None]

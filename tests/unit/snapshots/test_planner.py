@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from elasticity.snapshots import Backlog, FixedPeriodPolicy
+from elasticity.snapshots import AdaptiveOptions, Backlog, FixedPeriodPolicy, RecoveryOptions
 from elasticity.snapshots.planner import SnapshotOptions, SnapshotPlanner
 from tests.unit.snapshots.observations import batch
 
@@ -73,3 +73,19 @@ def test_policies_start_from_rates_learned_before_and_hand_them_on() -> None:
     # Without them the priors know no fixed part.
     fresh = SnapshotPlanner(options, lambda c: Backlog(snapshot_bytes=1_000_000))
     assert fresh.decide({0: batch(1, 1.0, records=0, entries=0)})[0].recovery.fixed_s == 0.0
+
+
+def test_a_written_snapshot_counts_at_its_measured_size_not_the_estimate_it_was_decided_at() -> None:
+    # Decided at 40 bytes an entry (2 MB: a 2 s restore), written at 32 (1.6 MB). Counted at the
+    # estimate, the next batch's recovery (2 s + fold) would pass the 1.9 s bound while a snapshot
+    # of the same state, now estimated at 1.6 MB, would not: a snapshot taken for nothing.
+    recovery = RecoveryOptions(restore_bytes_per_s=1e6, fold_entries_per_s=1_000, replay_records_per_s=1e9)
+    options = SnapshotOptions(adaptive=AdaptiveOptions(max_recovery_s=1.9, period_s=1e6, recovery=recovery))
+    planner = SnapshotPlanner(options, lambda c: Backlog())
+    first = planner.decide({0: batch(0, 0.0, records=100, entries=1_000, state_bytes=2_000_000)})[0]
+    assert first.take
+    planner.observe_written(0, 7, 100)  # not the newest decided snapshot: ignored
+    planner.observe_written(0, 0, 1_600_000)
+    after = planner.decide({0: batch(1, 1.0, records=100, entries=10, state_bytes=1_600_000)})[0]
+    assert not after.take and after.rule != "recovery"
+    assert after.recovery.restore_s == pytest.approx(1.6)
