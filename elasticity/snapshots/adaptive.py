@@ -191,6 +191,9 @@ class AdaptivePolicy:
             Backlog(snapshot_bytes=batch.state_bytes).plus_changelog(batch.changelog_entries, batch.changelog_bytes),
         )
         since = state.last_snapshot_s if state.last_snapshot_s is not None else start
+        # The fold a snapshot removes, not the restore it changes: the restore's part moves with
+        # every new estimate of a state's bytes, and a snapshot rewrites the state anyway.
+        gain_s = next_chance.fold_s - after_snapshot.fold_s
         signals = {
             "coverage": float(batch.records),
             "baseline": baseline,
@@ -198,7 +201,7 @@ class AdaptivePolicy:
             "recovery_next_s": next_chance.total_s,
             "recovery_next_after_snapshot_s": after_snapshot.total_s,
             "period_left_s": period_end - now,
-            "recovery_gain_s": next_chance.fold_s - after_snapshot.fold_s,
+            "recovery_gain_s": gain_s,
         }
         moment = _Moment(
             coverage=batch.records,
@@ -208,9 +211,7 @@ class AdaptivePolicy:
             since_snapshot_s=now - since,
             period_done=done,
             period_over=now >= period_end,
-            # The fold a snapshot removes, not the restore it changes: the restore's part moves
-            # with every new estimate of a state's bytes, and a snapshot rewrites the state anyway.
-            gain_s=next_chance.fold_s - after_snapshot.fold_s,
+            gain_s=gain_s,
             snapshot_restore_s=after_snapshot.restore_s,
         )
         rule, reason = self._rule(moment, next_chance.total_s, after_snapshot.total_s)

@@ -108,7 +108,7 @@ class MemoryHistory:
         self._changelogs.pop(version, None)
 
     def write_snapshot(self, version: Version, entries: pa.Table) -> None:
-        self._snapshots[version] = entries
+        self.stage_snapshot(version, entries).publish()
 
     def stage_snapshot(self, version: Version, entries: pa.Table) -> StagedSnapshot:
         return _StagedTable(self._snapshots, version, entries)
