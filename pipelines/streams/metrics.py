@@ -60,7 +60,8 @@ class ChannelMetrics:
     open_ms: float = 0.0
     """Time the task spent getting the channel's working set current (a sync, or a rebuild)."""
     commit_ms: float | None = None
-    """Time the commit spent applying the batch's changelog to the working set (None: a replay)."""
+    """Time the commit spent applying the batch's changelog to the working set, not counting its
+    durable write (None: a replay)."""
     rebuild: RebuildReport | None = None
     """Set when the working set was rebuilt from history in this batch."""
     warmup_ms: float | None = None

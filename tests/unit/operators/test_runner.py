@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from elasticity.operators import ChannelRunner, Context, Count, KeyedAggregate, KeyedOperator, StateView, TimeDomain
-from elasticity.state import BytesCodec, Int64Codec, MemoryStore, StateStoreError
+from elasticity.state import BytesCodec, Int64Codec, MemoryHistory, MemoryStore, StateStoreError, Version
 
 ROWS = pa.table({"key": ["a", "b"], "value": [1.0, 2.0]})
 
@@ -34,6 +34,37 @@ class ForeverDue(KeyedOperator[int]):
         keys = fired["key"].to_pylist()
         state.register_timers(keys, fired["key_hash"].to_pylist(), [0] * len(keys), TimeDomain.EVENT)
         return self.empty_output()
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SlowDurableWrites(MemoryHistory):
+    """A history whose changelog write takes 10 s of the clock (a slow disk's fsync)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def write_changelog(self, version: Version, changes: pa.Table) -> None:
+        self.clock.now += 10.0
+        super().write_changelog(version, changes)
+
+
+def test_the_apply_time_leaves_out_the_changelog_write() -> None:
+    """The snapshot policy learns a recovery's fold rate from it, and a recovery writes nothing."""
+    clock = ManualClock()
+    store = MemoryStore(0, BytesCodec(), SlowDurableWrites(clock))
+    result = ChannelRunner(KeyedAggregate(Count()), store, clock=clock).run(0, ROWS, 0, 0)
+    assert store.is_committed(0) and clock.now == 10.0
+    assert result.apply_s == 0.0
 
 
 def test_output_not_matching_the_declared_schema_is_a_clear_error() -> None:
