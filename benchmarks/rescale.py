@@ -272,14 +272,15 @@ def run_esp(spark: SparkSession, bootstrap: str, keys: int, options: RescaleOpti
 
 
 def _channel_costs(metrics: BatchMetrics) -> list[dict[str, Any]]:
-    """Per channel of a batch: its task's time, the store's open and commit, and a rebuild from
-    the durable history if the task's Python worker held no working copy of the channel."""
+    """Per channel of a batch: its task's time, the store's open, the commit's apply (after the
+    durable write), and a rebuild from the durable history if the task's Python worker held no
+    working copy of the channel."""
     return [
         {
             "channel": c.channel,
             "proc_ms": c.proc_ms,
             "open_ms": c.open_ms,
-            "commit_ms": c.commit_ms,
+            "apply_ms": c.apply_ms,
             "state_keys": c.state_keys,
             "rebuilt_entries": (c.rebuild.snapshot_entries + c.rebuild.changelog_entries) if c.rebuild else 0,
             "rebuild_ms": (c.rebuild.restore_ms + c.rebuild.fold_ms) if c.rebuild else 0.0,

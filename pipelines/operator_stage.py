@@ -200,7 +200,7 @@ def _operator_task(
             [finished_ms - sent for sent in probes],
             top_key_records=load.top_key_records,
             open_ms=open_ms,
-            commit_ms=result.apply_s * 1000 if result.apply_s is not None else None,
+            apply_ms=result.apply_s * 1000 if result.apply_s is not None else None,
             rebuild=RebuildReport.of(rebuilt, warmup_s) if rebuilt is not None else None,
             warmup_ms=warmup_s * 1000 if warmup_s is not None else None,
             rejected_records=result.rejected.num_rows,

@@ -59,7 +59,7 @@ class ChannelMetrics:
     top_key_records: int = 0  # records of the channel's most frequent key: can a split divide its work?
     open_ms: float = 0.0
     """Time the task spent getting the channel's working set current (a sync, or a rebuild)."""
-    commit_ms: float | None = None
+    apply_ms: float | None = None
     """Time the commit spent applying the batch's changelog to the working set, not counting its
     durable write (None: a replay)."""
     rebuild: RebuildReport | None = None

@@ -205,8 +205,8 @@ class ChannelSnapshots:
             records=report.records,
             changelog_entries=report.keys_in,
             state_bytes=self._state_bytes(report.channel, report.state_keys),
-            fold_s=report.commit_ms / 1000 if report.commit_ms is not None else None,
-            process_s=_processing_s(report) if report.commit_ms is not None else None,
+            fold_s=report.apply_ms / 1000 if report.apply_ms is not None else None,
+            process_s=_processing_s(report) if report.apply_ms is not None else None,
         )
 
     @contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from elasticity.control.clock import ManualClock
 from elasticity.operators import ChannelRunner, Context, Count, KeyedAggregate, KeyedOperator, StateView, TimeDomain
 from elasticity.state import BytesCodec, Int64Codec, MemoryHistory, MemoryStore, StateStoreError, Version
 
@@ -36,16 +37,6 @@ class ForeverDue(KeyedOperator[int]):
         return self.empty_output()
 
 
-class ManualClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class SlowDurableWrites(MemoryHistory):
     """A history whose changelog write takes 10 s of the clock (a slow disk's fsync)."""
 
@@ -54,7 +45,7 @@ class SlowDurableWrites(MemoryHistory):
         self.clock = clock
 
     def write_changelog(self, version: Version, changes: pa.Table) -> None:
-        self.clock.now += 10.0
+        self.clock.advance(10.0)
         super().write_changelog(version, changes)
 
 
@@ -62,8 +53,8 @@ def test_the_apply_time_leaves_out_the_changelog_write() -> None:
     """The snapshot policy learns a recovery's fold rate from it, and a recovery writes nothing."""
     clock = ManualClock()
     store = MemoryStore(0, BytesCodec(), SlowDurableWrites(clock))
-    result = ChannelRunner(KeyedAggregate(Count()), store, clock=clock).run(0, ROWS, 0, 0)
-    assert store.is_committed(0) and clock.now == 10.0
+    result = ChannelRunner(KeyedAggregate(Count()), store, clock=clock.now).run(0, ROWS, 0, 0)
+    assert store.is_committed(0) and clock.now() == 10.0
     assert result.apply_s == 0.0
 
 

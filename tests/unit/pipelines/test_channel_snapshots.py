@@ -26,7 +26,7 @@ def _batch(backend: RocksBackend, channels: list[int], batch_id: int, keys: int 
             for k in range(keys):
                 tx.put(f"c{channel}k{k}", batch_id)
         reports.append(
-            ChannelMetrics(channel, records=keys * 10, keys_in=keys, proc_ms=20.0, state_keys=len(store), commit_ms=1.0)
+            ChannelMetrics(channel, records=keys * 10, keys_in=keys, proc_ms=20.0, state_keys=len(store), apply_ms=1.0)
         )
     return BatchMetrics("s", batch_id, 1, len(channels), wall_time=float(batch_id), per_channel=reports)
 
@@ -62,7 +62,7 @@ def test_the_adaptive_policy_snapshots_when_the_recovery_bound_would_be_passed(t
     try:
         for batch_id in range(8):
             metrics = _batch(backend, [0], batch_id)
-            metrics.per_channel[0].commit_ms = 100.0
+            metrics.per_channel[0].apply_ms = 100.0
             metrics.per_channel[0].proc_ms = 1.0
             snapshots.after_batch(metrics)
             snapshots.writer.drain()
