@@ -1,6 +1,7 @@
 """The per-channel runner's guards: outputs must match the declared schema, a callback that
 keeps a timer due forever fails the batch (and leaves nothing committed), stores must hold
-bytes, and a replay whose history was pruned says so instead of emitting wrong outputs."""
+bytes, a replay whose history was pruned says so instead of emitting wrong outputs, a deposed
+writer makes nothing durable, and the commit's apply is timed without its durable write."""
 
 from __future__ import annotations
 
@@ -38,14 +39,17 @@ class ForeverDue(KeyedOperator[int]):
 
 
 class SlowDurableWrites(MemoryHistory):
-    """A history whose changelog write takes 10 s of the clock (a slow disk's fsync)."""
+    """A history whose changelog write takes 10 s of the clock (a slow disk's fsync); it counts
+    the writes, withdrawn ones included."""
 
     def __init__(self, clock: ManualClock) -> None:
         super().__init__()
         self.clock = clock
+        self.changelog_writes = 0
 
     def write_changelog(self, version: Version, changes: pa.Table) -> None:
         self.clock.advance(10.0)
+        self.changelog_writes += 1
         super().write_changelog(version, changes)
 
 
@@ -56,6 +60,25 @@ def test_the_apply_time_leaves_out_the_changelog_write() -> None:
     result = ChannelRunner(KeyedAggregate(Count()), store, clock=clock.now).run(0, ROWS, 0, 0)
     assert store.is_committed(0) and clock.now() == 10.0
     assert result.apply_s == 0.0
+
+
+class Deposed(Exception):
+    """What a fence raises once another driver holds the stream's lease."""
+
+
+def _deposed() -> None:
+    raise Deposed
+
+
+def test_a_deposed_writer_writes_no_changelog() -> None:
+    """The fence runs before the durable write, not after it with a withdrawal: a task killed in
+    between would leave a deposed writer's changelog for the stream's rightful owner to fold."""
+    history = SlowDurableWrites(ManualClock())
+    store = MemoryStore(0, BytesCodec(), history)
+    with pytest.raises(Deposed):
+        ChannelRunner(KeyedAggregate(Count()), store, fence=_deposed).run(0, ROWS, 0, 0)
+    assert history.changelog_writes == 0
+    assert not store.is_committed(0) and not store.in_transaction and len(store) == 0
 
 
 def test_output_not_matching_the_declared_schema_is_a_clear_error() -> None:
