@@ -129,6 +129,20 @@ class SizeResult:
             "native_correct": _all_correct(self.native_runs),
             "esp_pauses_s": [run.get("pause_s") for run in self.esp_runs],
             "native_pauses_s": [run.get("pause_s") for run in self.native_runs],
+            # Every run's migration, and the snapshots written before its rescaling batch (the load's
+            # and the warm-up's, which share the cores with it), in run order.
+            "esp_migrations_s": [_seconds(run.get("migration_ms")) for run in self.esp_runs],
+            "esp_snapshots_before_rescale": [_snapshots_before(run) for run in self.esp_runs],
+        }
+
+    def details(self) -> dict[str, Any]:
+        """Each system's median run, then every run in run order (the medians are among them)."""
+        return {
+            "keys": self.keys,
+            "esp": self.esp,
+            "native": self.native,
+            "esp_runs": self.esp_runs,
+            "native_runs": self.native_runs,
         }
 
 
@@ -138,6 +152,17 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if not timed:
         return runs[0] if runs else {}
     return timed[(len(timed) - 1) // 2]
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def _snapshots_before(run: dict[str, Any]) -> int | None:
+    rescaled = run.get("batch_id")
+    if rescaled is None:
+        return None
+    return sum(1 for s in run.get("snapshots") or [] if s["reported_with_batch"] < rescaled)
 
 
 def _all_correct(runs: list[dict[str, Any]]) -> bool | None:
@@ -402,7 +427,7 @@ def run_rescale_benchmark(
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.__dict__.items()},
         "machine": machine(spark),
         "sizes": [s.summary() for s in sizes],
-        "details": [{"keys": s.keys, "esp": s.esp, "native": s.native} for s in sizes],
+        "details": [s.details() for s in sizes],
     }
 
 
