@@ -15,10 +15,9 @@ import json
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import xxhash
 
-from elasticity.state.files import CorruptFile, Location
+from elasticity.state.files import CorruptFile, Location, encode_ipc
 from elasticity.state.records import concat_entries
 
 _MANIFEST = "manifest.json"
@@ -52,13 +51,11 @@ class MigrationArea:
         return self._donate.child(f"from={source}")
 
     def write_donation(self, source: int, target: int, entries: pa.Table) -> DonatedFile:
-        sink = pa.BufferOutputStream()
-        with ipc.new_file(sink, entries.schema) as writer:
-            writer.write_table(entries)
-        data = sink.getvalue().to_pybytes()
+        data = encode_ipc(entries)
         name = f"to={target}.arrow"
         self._from(source).publish_bytes(name, data)
-        return DonatedFile(source, target, name, entries.num_rows, len(data), xxhash.xxh3_64_hexdigest(data))
+        checksum = xxhash.xxh3_64_hexdigest(memoryview(data))
+        return DonatedFile(source, target, name, entries.num_rows, data.size, checksum)
 
     def write_manifest(self, source: int, files: list[DonatedFile]) -> None:
         body = {"source": source, "files": [asdict(f) for f in files]}

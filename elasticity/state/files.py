@@ -202,10 +202,7 @@ class Location:
 
     def publish_ipc(self, name: str, table: pa.Table) -> None:
         """Arrow IPC file (fast, for changelogs and migration files), atomically."""
-        sink = pa.BufferOutputStream()
-        with ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        self.publish_bytes(name, sink.getvalue())
+        self.publish_bytes(name, encode_ipc(table))
 
     def read_ipc(self, name: str) -> pa.Table:
         payload = unseal(self.file(name), self._raw(name))
@@ -238,11 +235,33 @@ class Location:
             return src.read_buffer()
 
 
-def encode_parquet(table: pa.Table, row_group_rows: int | None = None) -> pa.Buffer:
+def encode_ipc(table: pa.Table) -> pa.Buffer:
+    """`table` as the bytes of an Arrow IPC file, written into one buffer of the file's size.
+
+    A growing `BufferOutputStream` reallocates and copies as it doubles: for a 2M-entry migration
+    record (50 MB) that took 90-300 ms in a fresh process against 8-23 ms here. The dry run that
+    measures the size only counts bytes."""
+    counter = pa.MockOutputStream()
+    _write_ipc(counter, table)
+    buffer = pa.allocate_buffer(counter.size())
+    _write_ipc(pa.FixedSizeBufferWriter(buffer), table)
+    return buffer
+
+
+def _write_ipc(sink: pa.NativeFile, table: pa.Table) -> None:
+    with ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def encode_parquet(
+    table: pa.Table, row_group_rows: int | None = None, dictionary_columns: Sequence[str] | None = None
+) -> pa.Buffer:
     """`table` as the bytes of a Parquet file, in memory: the costly half of a publish, which can
-    run before (and apart from) the quick, atomic half."""
+    run before (and apart from) the quick, atomic half. `dictionary_columns`: the only columns
+    dictionary-encoded (None: pyarrow's default, every column)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, row_group_size=row_group_rows)
+    dictionary: bool | list[str] = True if dictionary_columns is None else list(dictionary_columns)
+    pq.write_table(table, sink, row_group_size=row_group_rows, use_dictionary=dictionary)
     return sink.getvalue()
 
 

@@ -28,6 +28,12 @@ from elasticity.state.records import Version, filter_ranges
 
 SNAPSHOT_ROW_GROUP_ROWS = 16_384
 """Entries per row group of a snapshot file: the unit a ranged read decodes or skips."""
+SNAPSHOT_DICTIONARY_COLUMNS = ("value",)
+"""The snapshot columns worth a dictionary. A snapshot holds each key once, so its keys and their
+hashes never repeat: a dictionary of them only grows until Parquet falls back to plain pages. At
+2.5M entries (one channel of 1e7 keys) leaving them out wrote the file 3.1 x faster (0.23 against
+0.73 s), read it 1.8 x faster (0.10 against 0.18 s) and made it 18 % smaller; values (counts and
+the like) do repeat."""
 HashRanges = Sequence[tuple[int, int]]
 """Sorted, disjoint, inclusive hash ranges."""
 
@@ -156,7 +162,7 @@ class FileHistory:
         self.stage_snapshot(version, entries).publish()
 
     def stage_snapshot(self, version: Version, entries: pa.Table) -> StagedSnapshot:
-        payload = encode_parquet(entries, SNAPSHOT_ROW_GROUP_ROWS)
+        payload = encode_parquet(entries, SNAPSHOT_ROW_GROUP_ROWS, SNAPSHOT_DICTIONARY_COLUMNS)
         return _StagedFile(self._snapshot, f"{version.name()}.parquet", payload)
 
     def snapshot_versions(self) -> list[Version]:

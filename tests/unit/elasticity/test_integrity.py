@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from elasticity.layout import Layout
 from elasticity.migration import LayoutRegistry, Migrator
 from elasticity.migration.journal import Journal, Phase
 from elasticity.state import CorruptFile, HistoryBackend, Int64Codec, Location, MemoryBackend, RocksBackend
+from elasticity.state.files import encode_ipc
 from elasticity.state.records import entries_table
 
 
@@ -96,6 +98,14 @@ def test_every_kind_round_trips(tmp_path: Path) -> None:
     assert location.read_parquet("t.parquet").equals(table)
     assert location.read_json("t.json") == {"a": 1}
     assert location.names() == ["t.arrow", "t.json", "t.parquet"]  # no temporaries left
+
+
+def test_an_ipc_file_sized_in_advance_is_the_file_a_growing_stream_writes() -> None:
+    table = entries_table(list(range(1000)), [f"k{i}" for i in range(1000)], [b"v" * (i % 7) for i in range(1000)])
+    stream = pa.BufferOutputStream()
+    with pa.ipc.new_file(stream, table.schema) as writer:
+        writer.write_table(table)
+    assert encode_ipc(table).to_pybytes() == stream.getvalue().to_pybytes()
 
 
 def test_a_file_without_a_trailer_is_refused_unless_written_by_hand(tmp_path: Path) -> None:

@@ -65,6 +65,17 @@ def test_a_snapshot_is_written_in_row_groups_a_reader_can_skip(written) -> None:
     assert row_groups_meeting(metadata, []) == []
 
 
+def test_only_a_snapshots_values_are_dictionary_encoded(written) -> None:
+    """Keys and hashes never repeat in a snapshot: a dictionary of them is work for nothing."""
+    metadata = _metadata(written[0])
+    names = metadata.schema.names
+    for group in range(metadata.num_row_groups):
+        dictionary = {
+            names[i]: metadata.row_group(group).column(i).dictionary_page_offset is not None for i in range(len(names))
+        }
+        assert dictionary == {"hash": False, "key": False, "value": True}
+
+
 def test_a_donation_through_the_history_decodes_only_the_groups_of_its_ranges(tmp_path: Path, monkeypatch) -> None:
     layout = Layout.uniform(4)
     backend = HistoryBackend(Int64Codec(), str(tmp_path))
