@@ -94,8 +94,8 @@ class RocksStore(StateStore):
         self.local_path = local_path
         self._options = options if options is not None else default_options()
         self._db: Rdict | None = Rdict(local_path, self._options)
-        self._db.set_write_options(_working_copy_writes())
         try:
+            self._db.set_write_options(_working_copy_writes())
             self.sync()
         except BaseException:
             self.close()  # an open RocksDB keeps its folder locked: a retry could not open it
