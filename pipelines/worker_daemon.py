@@ -12,10 +12,19 @@ daemon import them once, so every forked worker inherits them. Spark's own daemo
 because a fork copies only the forking thread and these libraries start threads when imported:
 OpenBLAS its thread pool, pyarrow's jemalloc a background thread. Both are configured off
 before the imports, so the daemon is single-threaded when it forks, as Spark requires.
+
+The imported objects are then frozen out of the garbage collector (`gc.freeze`, as Python's
+documentation advises before forking). A reused worker runs a full `gc.collect()` after every
+task (pyspark's daemon does), and a full collection walks every tracked object: the ~90k
+objects of these imports took it 60-200 ms a task on 2 busy cores, four times a batch of a
+4-channel stage, where the task itself ran ~25 ms of Python. Frozen, they are never walked (nor
+their pages copied by the walk), and a collection sees only what the worker made itself. They
+live as long as the process anyway: modules are never unloaded.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -47,6 +56,14 @@ def preload() -> None:
 
     if threading.active_count() != 1 or native_threads() != 1:
         raise RuntimeError(f"the worker daemon has {native_threads()} threads after its imports: forking it is unsafe")
+    freeze_imports()
+
+
+def freeze_imports() -> None:
+    """Move every object alive now out of the collector's reach, for this process and its forks
+    (garbage first: a frozen cycle would never be freed)."""
+    gc.collect()
+    gc.freeze()
 
 
 def main() -> None:
