@@ -18,6 +18,11 @@ for `idle_s`, so each chunk is one batch that starts on an idle query, as after 
 A batch's time is its commit (the `commits/<id>` file) less its trigger's start, the
 definition `esp bench rescale` uses for its normal batch, next to Spark's own breakdown of the
 trigger (`durationMs`: latestOffset, queryPlanning, addBatch, walCommit, commitOffsets, ...).
+
+With `state_keys`, the stateful systems (native, esp) first consume that many distinct words
+and the chunks draw from them: a batch then runs against the state a rescale benchmark of that
+size holds (its normal batch), and `warm_chunks` unmeasured chunks let every Python worker open
+its channels' copies first.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from pyspark.sql.streaming import StreamingQuery
 from benchmarks.spark_runs import (
     NATIVE_OUTPUTS,
     commit_times,
+    covering_lines,
+    key_word,
     last_commit,
     machine,
     new_topic,
@@ -53,6 +60,9 @@ PARTIAL_KINDS = ("read", "prepare")
 """The queries that do only part of the word count (`PartialWordCount`)."""
 
 SYSTEMS = (*PARTIAL_KINDS, "native", "esp")
+
+STATE_WORDS_PER_LINE = 100
+"""Words per line of the input that loads `state_keys` (as `esp bench rescale`'s warm-up)."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +83,16 @@ class FloorOptions:
     """Micro-batch trigger interval of every query (as `esp bench rescale`)."""
     idle_s: float = 1.5
     """Seconds a query sits idle after a chunk's batch before the next chunk is produced."""
-    timeout_s: float = 300.0
-    """Upper bound for any single wait."""
+    state_keys: int = 0
+    """Distinct words native and esp hold before their chunks, which then draw from them (0: the
+    state is what the chunks add)."""
+    warm_chunks: int = 1
+    """Unmeasured chunks before the measured ones (the first batch of a query pays for its planning
+    caches and Python workers; with large state, each worker's first open of a channel too)."""
+    systems: tuple[str, ...] = SYSTEMS
+    """The systems to run, in this order."""
+    timeout_s: float = 1800.0
+    """Upper bound for any single wait (loading 1e7 keys of state included)."""
     workdir: str = ".esp/bench/floor"
     """Folder for the queries' checkpoints, state and results."""
 
@@ -117,13 +135,29 @@ class PartialWordCount:
 
 
 def chunk_lines(options: FloorOptions, salt: int) -> list[bytes]:
-    """`chunk_lines` lines of `words_per_line` words over `keys` words, different per salt."""
+    """`chunk_lines` lines of `words_per_line` words over `keys` words (or the `state_keys` words of
+    the state when more), different per salt."""
+    words = max(options.keys, options.state_keys)
     return [
         " ".join(
-            f"k{(i * 7919 + j * 104729 + salt * 15485863) % options.keys}" for j in range(options.words_per_line)
+            key_word((i * 7919 + j * 104729 + salt * 15485863) % words) for j in range(options.words_per_line)
         ).encode()
         for i in range(options.chunk_lines)
     ]
+
+
+def systems_named(text: str) -> tuple[str, ...]:
+    """ "esp,native" -> ("esp", "native"); an unknown name is refused, naming the known ones."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in SYSTEMS]
+    if unknown or not names:
+        raise ValueError(f"--systems takes a comma-separated list of {', '.join(SYSTEMS)}; got {text!r}")
+    return names
+
+
+def holds_state(system: str) -> bool:
+    """Whether `system` keeps per-word state (the partial queries keep none)."""
+    return system not in PARTIAL_KINDS
 
 
 def chunk_batches(progresses: list[dict[str, Any]], commits: dict[int, float], after: int) -> list[dict[str, Any]]:
@@ -198,23 +232,28 @@ def _start(system: str, spark: SparkSession, bootstrap: str, topic: str, options
 
 
 def run_system(system: str, spark: SparkSession, bootstrap: str, options: FloorOptions, step: Step) -> dict[str, Any]:
-    """One system's chunks: a warm-up chunk (unmeasured: the first batch of a query pays for its
-    planning caches and Python workers), then `chunks` measured ones."""
+    """One system's chunks: its state first (`state_keys`), then `warm_chunks` unmeasured chunks,
+    then `chunks` measured ones."""
     topic = new_topic(bootstrap, f"bench-floor-{system}", options.partitions)
+    if options.state_keys and holds_state(system):
+        produce(bootstrap, topic, covering_lines(options.state_keys, STATE_WORDS_PER_LINE))
     runner, checkpoint = _start(system, spark, bootstrap, topic, options)
 
     def alive() -> bool:
         return runner.query is not None and runner.query.isActive
 
     try:
+        if options.state_keys and holds_state(system):
+            wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, alive)
+            step(f"{system}: {options.state_keys:,} keys of state loaded")
         after = -1
-        for salt in range(options.chunks + 1):
+        for salt in range(options.warm_chunks + options.chunks):
             produce(bootstrap, topic, chunk_lines(options, salt))
             wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, alive)
             time.sleep(options.idle_s)
-            if salt == 0:
+            if salt == options.warm_chunks - 1:
                 after = last_commit(checkpoint)
-            step(f"{system}: chunk {salt}/{options.chunks}")
+            step(f"{system}: chunk {salt + 1 - options.warm_chunks}/{options.chunks}")
         batches = chunk_batches(list(runner.query.recentProgress), commit_times(checkpoint), after)
     finally:
         runner.stop()
@@ -226,7 +265,7 @@ def run_floor_benchmark(
 ) -> dict[str, Any]:
     """Every system's chunks, one system after the other, and how their medians compare."""
     spark.conf.set("spark.sql.shuffle.partitions", str(options.partitions))
-    systems = {system: run_system(system, spark, bootstrap, options, step) for system in SYSTEMS}
+    systems = {system: run_system(system, spark, bootstrap, options, step) for system in options.systems}
     medians = {name: result["median_s"] for name, result in systems.items()}
     return {
         "benchmark": "floor",
@@ -235,7 +274,7 @@ def run_floor_benchmark(
         "systems": systems,
         "median_batch_s": medians,
         "ratios_to_native": {
-            name: (value / medians["native"]) if value and medians["native"] else None
+            name: (value / medians["native"]) if value and medians.get("native") else None
             for name, value in medians.items()
         },
     }

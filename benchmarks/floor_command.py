@@ -16,6 +16,9 @@ from rich.table import Table
 from benchmarks.rescale_command import bench_broker, bench_spark
 from orchestration.cli.common import ConfigOption, console, friendly_errors
 
+ALL_SYSTEMS = "read,prepare,native,esp"
+"""`benchmarks.floor.SYSTEMS` as the option's default, written out so that `--help` imports no Spark."""
+
 SYSTEM_LABELS = {
     "read": "read: the Kafka source alone",
     "prepare": "prepare: parse + pre-aggregate (JVM)",
@@ -32,23 +35,40 @@ def floor_command(
     chunk_lines: int = typer.Option(200, min=1, help="Lines of a chunk (as at esp bench rescale's rescale)."),
     partitions: int = typer.Option(4, min=1, help="Topic partitions = elastic channels = native state partitions."),
     idle: float = typer.Option(1.5, min=0.0, help="Seconds a query idles between chunks."),
+    state_keys: str = typer.Option(
+        "0", help="Distinct words native and esp hold before their chunks (e.g. 1e7), which the chunks then draw from."
+    ),
+    warm_chunks: int = typer.Option(1, min=1, help="Unmeasured chunks first (raise it with large state: 3)."),
+    systems: str = typer.Option(ALL_SYSTEMS, help="Systems to run, comma-separated, in this order."),
     json_out: Path = typer.Option(Path("out/bench/floor.json"), "--json", help="Where to write the JSON results."),
     png_out: Path | None = typer.Option(None, "--png", help="Plot path (default: next to the JSON, .png)."),
     bootstrap: str | None = typer.Option(None, help="Use this broker instead of starting a private one."),
     config: ConfigOption = None,
 ) -> None:
     """The micro-batch floor: batch time of a small chunk for partial and full word counts."""
-    from benchmarks.floor import FloorOptions, run_floor_benchmark
+    from benchmarks.floor import FloorOptions, run_floor_benchmark, systems_named
+    from benchmarks.rescale_command import parse_sizes
     from orchestration.stack.project import load_settings
 
     with friendly_errors():
+        state = parse_sizes(state_keys) if state_keys.strip() not in ("", "0") else (0,)
+        if len(state) != 1:
+            raise ValueError(f"--state-keys takes one size, got {state_keys!r}")
+        chosen = systems_named(systems)
         settings = load_settings(config)
         with (
             tempfile.TemporaryDirectory(prefix="esp-bench-floor-") as scratch,
             bench_broker(settings, bootstrap) as servers,
         ):
             options = FloorOptions(
-                chunks=chunks, chunk_lines=chunk_lines, partitions=partitions, idle_s=idle, workdir=scratch
+                chunks=chunks,
+                chunk_lines=chunk_lines,
+                partitions=partitions,
+                idle_s=idle,
+                workdir=scratch,
+                state_keys=state[0],
+                warm_chunks=warm_chunks,
+                systems=chosen,
             )
             spark = bench_spark(settings, partitions)
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as p:
@@ -56,7 +76,7 @@ def floor_command(
                 results = run_floor_benchmark(spark, servers, options, lambda d: p.update(task, description=d))
     results["command"] = (
         f"esp bench floor --chunks {chunks} --chunk-lines {chunk_lines} --partitions {partitions} --idle {idle} "
-        f"--json {json_out}"
+        f"--state-keys {state_keys} --warm-chunks {warm_chunks} --systems {systems} --json {json_out}"
     )
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(results, indent=2, default=str))
@@ -67,7 +87,9 @@ def floor_command(
 
 
 def floor_table(results: dict[str, Any]) -> Table:
-    table = Table(title=f"esp bench floor ({results['options']['chunk_lines']} lines a chunk)")
+    state = results["options"].get("state_keys") or 0
+    held = f", {state:,} keys of state" if state else ""
+    table = Table(title=f"esp bench floor ({results['options']['chunk_lines']} lines a chunk{held})")
     for column in ("system", "batch s, median [min–max]", "vs native", "addBatch ms", "rest of trigger ms"):
         table.add_column(column, justify="right")
     for name, system in results["systems"].items():

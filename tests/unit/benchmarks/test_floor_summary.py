@@ -8,8 +8,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from benchmarks.floor import FloorOptions, PartialWordCount, chunk_batches, chunk_lines, summarize
-from benchmarks.floor_command import floor_table, plot_floor
+from benchmarks.floor import (
+    SYSTEMS,
+    FloorOptions,
+    PartialWordCount,
+    chunk_batches,
+    chunk_lines,
+    holds_state,
+    summarize,
+    systems_named,
+)
+from benchmarks.floor_command import ALL_SYSTEMS, floor_table, plot_floor
 from benchmarks.throughput import ThroughputOptions, systems_of
 
 T0 = 1_700_000_000.0
@@ -64,6 +73,28 @@ def test_chunks_differ_by_salt_and_have_the_asked_shape() -> None:
     assert {w for line in first for w in line.split()} <= {f"k{i}".encode() for i in range(1_000)}
 
 
+def test_with_state_the_chunks_draw_from_the_held_words() -> None:
+    options = FloorOptions(chunk_lines=500, words_per_line=8, keys=1_000, state_keys=1_000_000)
+
+    words = {int(w[1:]) for line in chunk_lines(options, 3) for w in line.split()}
+
+    # Spread over the state as the rescale benchmark's chunks are, not over the first 1,000 words.
+    assert max(words) < 1_000_000 and len([w for w in words if w >= 1_000]) > len(words) // 2
+
+
+def test_only_the_stateful_systems_hold_state() -> None:
+    assert [s for s in SYSTEMS if holds_state(s)] == ["native", "esp"]
+
+
+def test_systems_are_chosen_by_name_and_an_unknown_one_is_refused() -> None:
+    assert systems_named(ALL_SYSTEMS) == SYSTEMS
+    assert systems_named(" esp, native ") == ("esp", "native")
+    with pytest.raises(ValueError, match="read, prepare, native, esp; got 'esp,spark'"):
+        systems_named("esp,spark")
+    with pytest.raises(ValueError, match="--systems"):
+        systems_named(" , ")
+
+
 def test_an_unknown_partial_query_is_refused_before_it_starts() -> None:
     partial = PartialWordCount(None, "count", "127.0.0.1:9092", "t", "/tmp/none", 0.5)  # type: ignore[arg-type]
 
@@ -85,7 +116,7 @@ def test_the_table_and_the_plot_render(tmp_path) -> None:
         "runs": [{"batch_s": 0.3}, {"batch_s": 0.2}],
     }
     results = {
-        "options": {"chunk_lines": 200},
+        "options": {"chunk_lines": 200, "state_keys": 10_000_000},
         "systems": {"read": system, "native": {**system, "median_s": 0.6}},
         "ratios_to_native": {"read": 0.5, "native": 1.0},
     }
@@ -93,7 +124,7 @@ def test_the_table_and_the_plot_render(tmp_path) -> None:
     table = floor_table(results)
     plot_floor(results, tmp_path / "floor.png")
 
-    assert table.row_count == 2
+    assert table.row_count == 2 and "10,000,000 keys of state" in str(table.title)
     assert (tmp_path / "floor.png").stat().st_size > 0
 
 
