@@ -312,7 +312,8 @@ class SparkSettings(_Strict):
     preload_worker_imports: bool = Field(
         True,
         description="Python workers fork from a daemon that imported pandas, pyarrow and the elastic stage once "
-        "(pipelines.worker_daemon): a fresh worker starts in ms, not ~1-2 s.",
+        "and froze them out of the garbage collector's walk (pipelines.worker_daemon): a fresh worker starts in ms, "
+        "not ~1-2 s, and the collection after each task takes ~1 ms, not ~0.1 s.",
     )
     dataframe_call_sites: bool = Field(
         False,
