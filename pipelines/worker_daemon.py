@@ -17,7 +17,7 @@ The imported objects are then frozen out of the garbage collector (`gc.freeze`, 
 documentation advises before forking). A reused worker runs a full `gc.collect()` after every
 task (pyspark's daemon does), and a full collection walks every tracked object: the ~90k
 objects of these imports took it 60-200 ms a task on 2 busy cores, four times a batch of a
-4-channel stage, where the task itself ran ~25 ms of Python. Frozen, they are never walked (nor
+4-channel stage, where the task itself ran 7-120 ms of Python. Frozen, they are never walked (nor
 their pages copied by the walk), and a collection sees only what the worker made itself. They
 live as long as the process anyway: modules are never unloaded.
 """
