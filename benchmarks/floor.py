@@ -40,6 +40,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from benchmarks.spark_runs import (
     NATIVE_OUTPUTS,
+    STATE_LOAD_WORDS_PER_LINE,
     commit_times,
     covering_lines,
     key_word,
@@ -60,9 +61,6 @@ PARTIAL_KINDS = ("read", "prepare")
 """The queries that do only part of the word count (`PartialWordCount`)."""
 
 SYSTEMS = (*PARTIAL_KINDS, "native", "esp")
-
-STATE_WORDS_PER_LINE = 100
-"""Words per line of the input that loads `state_keys` (as `esp bench rescale`'s warm-up)."""
 
 
 @dataclass(frozen=True)
@@ -235,15 +233,16 @@ def run_system(system: str, spark: SparkSession, bootstrap: str, options: FloorO
     """One system's chunks: its state first (`state_keys`), then `warm_chunks` unmeasured chunks,
     then `chunks` measured ones."""
     topic = new_topic(bootstrap, f"bench-floor-{system}", options.partitions)
-    if options.state_keys and holds_state(system):
-        produce(bootstrap, topic, covering_lines(options.state_keys, STATE_WORDS_PER_LINE))
+    loads_state = bool(options.state_keys) and holds_state(system)
+    if loads_state:
+        produce(bootstrap, topic, covering_lines(options.state_keys, STATE_LOAD_WORDS_PER_LINE))
     runner, checkpoint = _start(system, spark, bootstrap, topic, options)
 
     def alive() -> bool:
         return runner.query is not None and runner.query.isActive
 
     try:
-        if options.state_keys and holds_state(system):
+        if loads_state:
             wait_caught_up(checkpoint, bootstrap, topic, options.timeout_s, alive)
             step(f"{system}: {options.state_keys:,} keys of state loaded")
         after = -1

@@ -37,6 +37,7 @@ from pyspark.sql import SparkSession
 
 from benchmarks.spark_runs import (
     NATIVE_OUTPUTS,
+    STATE_LOAD_WORDS_PER_LINE,
     Trickle,
     check_results,
     commit_times,
@@ -70,7 +71,7 @@ class RescaleOptions:
     """After the rescale."""
     topic_partitions: int = 4
     """Partitions of each input topic."""
-    words_per_line: int = 100
+    words_per_line: int = STATE_LOAD_WORDS_PER_LINE
     """Words per warm-up line (K/words_per_line lines cover the K keys)."""
     trigger_seconds: float = 0.5
     """Micro-batch trigger interval of both queries."""

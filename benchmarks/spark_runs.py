@@ -40,6 +40,11 @@ def key_word(index: int) -> str:
     return f"k{index}"
 
 
+STATE_LOAD_WORDS_PER_LINE = 100
+"""Words per line of the input that loads a benchmark's state (`covering_lines`): long lines, so
+1e7 keys load in 1e5 records."""
+
+
 def covering_lines(keys: int, words_per_line: int, first: int = 0) -> list[bytes]:
     """Lines that together contain each of `keys` distinct words exactly once (so a stream that
     consumed them holds exactly `keys` keys of state), `words_per_line` words a line."""
