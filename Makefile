@@ -45,7 +45,8 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 
 install: $(STAMP)
 
-$(JARS_STAMP): infra/jvm/pom.xml infra/jvm/kafka-broker/pom.xml infra/jvm/spark-kafka/pom.xml | $(STAMP)
+$(JARS_STAMP): infra/jvm/pom.xml infra/jvm/kafka-broker/pom.xml infra/jvm/spark-kafka/pom.xml \
+		infra/jvm/local-fs/pom.xml $(wildcard infra/jvm/local-fs/src/main/java/dev/esp/hadoop/*.java) | $(STAMP)
 	@command -v java >/dev/null 2>&1 || { echo "error: java not found; install a Java 17 JDK (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	@command -v mvn >/dev/null 2>&1 || { echo "error: mvn not found; install Apache Maven (apt-get install maven)"; exit 1; }
 	$(ESP) infra jars --force

@@ -315,6 +315,11 @@ class SparkSettings(_Strict):
         "and froze them out of the garbage collector's walk (pipelines.worker_daemon): a fresh worker starts in ms, "
         "not ~1-2 s, and the collection after each task takes ~1 ms, not ~0.1 s.",
     )
+    nio_local_fs: bool = Field(
+        True,
+        description="Hadoop's local file system sets permissions and reads link status through java.nio (esp's "
+        "classes, infra/jvm/local-fs), not a chmod or readlink process per created file: ~30 processes a micro-batch.",
+    )
     dataframe_call_sites: bool = Field(
         False,
         description="Record each DataFrame call's Python call site for Spark's error messages "

@@ -3,6 +3,8 @@
 The Kafka connector jars must be on `spark.jars` before the JVM starts, so the session is built
 here and nowhere else. So must Hadoop's s3a connector for a stream whose folder is on an object
 store: `build_spark_session(settings, roots=...)` adds it, with the store's endpoint, when a root is.
+So must esp's own Hadoop local file system classes (`nio_local_fs_conf`), which save a process per
+file a micro-batch creates.
 """
 
 from __future__ import annotations
@@ -53,6 +55,45 @@ def s3a_jars(jars_dir: Path) -> list[Path]:
         "Hadoop's s3a connector (for a stream folder on S3)",
         "`esp infra jars --object-store` (or `make jars-s3a`)",
     )
+
+
+def local_fs_jars(jars_dir: Path) -> list[Path]:
+    """esp's Hadoop local file system classes, compiled by infra/jvm into `jars_dir/local-fs`."""
+    return _jar_group(
+        jars_dir, "local-fs", "esp-local-fs", "esp's local file system jar", "`esp infra jars` (or `make jars`)"
+    )
+
+
+NIO_LOCAL_FS_CLASSES = {
+    "fs.file.impl": "dev.esp.hadoop.NioLocalFileSystem",
+    "fs.AbstractFileSystem.file.impl": "dev.esp.hadoop.NioLocalFs",
+}
+"""Hadoop's two local file system APIs (FileSystem; FileContext, which Spark's checkpoint logs use)."""
+
+
+def nio_local_fs_conf(jars: list[Path]) -> dict[str, str]:
+    """Spark conf that opens `file:` paths with esp's java.nio local file system (infra/jvm/local-fs).
+
+    Without Hadoop's native library (pyspark ships none), Hadoop starts a `chmod` process for every
+    file and folder it creates and a `readlink` process for every checkpoint log it renames, ~5 ms
+    each. The jar goes on the class path, not `spark.jars`: Hadoop loads its file system classes
+    through the class loader that loaded Hadoop."""
+    classpath = ":".join(str(j) for j in jars)
+    conf = {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
+    return conf | {f"spark.hadoop.{key}": value for key, value in NIO_LOCAL_FS_CLASSES.items()}
+
+
+_CLASS_PATHS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+
+
+def merged_conf(*confs: dict[str, str]) -> dict[str, str]:
+    """The confs in order, later values winning, except the extra class paths, which are joined."""
+    merged: dict[str, str] = {}
+    for conf in confs:
+        for key, value in conf.items():
+            joined = key in _CLASS_PATHS and merged.get(key)
+            merged[key] = f"{merged[key]}:{value}" if joined else value
+    return merged
 
 
 def object_store_conf(access: ObjectStoreAccess, jars: list[Path]) -> dict[str, str]:
@@ -137,13 +178,16 @@ def session_conf(settings: EspSettings, jars: list[Path]) -> dict[str, str]:
 
 def build_spark_session(settings: EspSettings, roots: Iterable[str] = ()) -> SparkSession:
     """Get or create the process's Spark session with the Kafka connector on its classpath, and
-    the s3a connector when one of the stream `roots` is on an object store (`spark.conf` still
-    wins; one that sets `spark.driver.extraClassPath` must keep the s3a jars on it)."""
+    the s3a connector when one of the stream `roots` is on an object store, and esp's local file
+    system classes (`spark.conf` still wins; one that sets `spark.driver.extraClassPath` must keep
+    those jars on it)."""
     store_conf = object_store_session(settings, roots, os.environ)
+    local_fs = nio_local_fs_conf(local_fs_jars(settings.jars_dir)) if settings.spark.nio_local_fs else {}
     # The JVM inherits this process's environment when it starts (first session of the process).
     os.environ.update(driver_environment(settings.spark))
     builder = SparkSession.builder
-    for key, value in {**store_conf, **session_conf(settings, connector_jars(settings.jars_dir))}.items():
+    conf = {**merged_conf(local_fs, store_conf), **session_conf(settings, connector_jars(settings.jars_dir))}
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

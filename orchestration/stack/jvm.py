@@ -9,13 +9,20 @@ from pathlib import Path
 
 from orchestration.stack.errors import StackError, ToolMissingError
 
-CORE_GROUPS = ("kafka", "spark-kafka")
-"""What every stack needs: the broker and Spark's Kafka connector."""
+LOCAL_FS_GROUP = "local-fs"
+"""esp's Hadoop local file system classes, compiled from infra/jvm/local-fs (`pipelines.spark_session`)."""
+CORE_GROUPS = ("kafka", "spark-kafka", LOCAL_FS_GROUP)
+"""What every stack needs: the broker, Spark's Kafka connector and esp's local file system classes."""
 OBJECT_STORE_GROUP = "spark-s3a"
 """Hadoop's s3a connector and the AWS SDK bundle (~690 MB): only for stream folders on an object
 store, so resolved only when asked (`esp infra jars --object-store`, `esp infra up` with the
 object store or the streams' folder on one)."""
-_MODULES = {"kafka": "kafka-broker", "spark-kafka": "spark-kafka", OBJECT_STORE_GROUP: "spark-s3a"}
+_MODULES = {
+    "kafka": "kafka-broker",
+    "spark-kafka": "spark-kafka",
+    LOCAL_FS_GROUP: "local-fs",
+    OBJECT_STORE_GROUP: "spark-s3a",
+}
 """The pom module (infra/jvm/<module>) that resolves each group."""
 
 

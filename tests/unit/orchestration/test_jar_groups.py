@@ -51,11 +51,14 @@ def _layout(tmp_path: Path) -> JvmLayout:
 def test_the_core_jars_only_unless_an_object_store_asks_for_s3a(tmp_path, maven_calls):
     layout = _layout(tmp_path)
     assert ensure_jars(layout)
-    assert maven_calls.read_text().split() == ["kafka-broker,spark-kafka"]
+    assert maven_calls.read_text().split() == ["kafka-broker,spark-kafka,local-fs"]
     assert jars_present(layout) and not (layout.jars_dir / "spark-s3a").exists()
     assert not ensure_jars(layout)  # present: Maven not run again
     assert ensure_jars(layout, object_store=True)
-    assert maven_calls.read_text().split() == ["kafka-broker,spark-kafka", "spark-s3a"]  # only what was missing
+    assert maven_calls.read_text().split() == [
+        "kafka-broker,spark-kafka,local-fs",
+        "spark-s3a",
+    ]  # only what was missing
     assert jars_present(layout, ("spark-s3a",))
 
 
@@ -63,4 +66,7 @@ def test_force_resolves_every_wanted_group_again(tmp_path, maven_calls):
     layout = _layout(tmp_path)
     ensure_jars(layout, object_store=True)
     assert ensure_jars(layout, force=True)
-    assert maven_calls.read_text().split() == ["kafka-broker,spark-kafka,spark-s3a", "kafka-broker,spark-kafka"]
+    assert maven_calls.read_text().split() == [
+        "kafka-broker,spark-kafka,local-fs,spark-s3a",
+        "kafka-broker,spark-kafka,local-fs",
+    ]
