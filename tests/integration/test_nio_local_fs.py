@@ -40,6 +40,12 @@ def test_both_hadoop_apis_open_local_paths_with_esps_classes(spark):
     assert context.getDefaultFileSystem().getClass().getName() == "dev.esp.hadoop.NioLocalFs"
 
 
+def test_benchmarks_record_the_local_file_system(spark):
+    from benchmarks.spark_runs import machine
+
+    assert machine(spark)["local_fs"] == "dev.esp.hadoop.NioLocalFileSystem"
+
+
 @pytest.mark.parametrize("mode", [0o600, 0o644, 0o750, 0o777, 0o000, 0o1777])
 def test_permissions_are_set_as_asked(spark, tmp_path, mode):
     folder = tmp_path / "folder"
