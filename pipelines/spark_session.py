@@ -76,8 +76,8 @@ def nio_local_fs_conf(jars: list[Path]) -> dict[str, str]:
 
     Without Hadoop's native library (pyspark ships none), Hadoop starts a `chmod` process for every
     file and folder it creates and a `readlink` process for every checkpoint log it renames, ~5 ms
-    each. The jar goes on the class path, not `spark.jars`: Hadoop loads its file system classes
-    through the class loader that loaded Hadoop."""
+    each. The jar goes on the JVMs' class path, not `spark.jars`: Hadoop may look the class up with a
+    class loader that never saw `spark.jars` (a Configuration made before they were added)."""
     classpath = ":".join(str(j) for j in jars)
     conf = {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
     return conf | {f"spark.hadoop.{key}": value for key, value in NIO_LOCAL_FS_CLASSES.items()}
