@@ -27,6 +27,7 @@ from pipelines import kafka_io
 from pipelines.dead_letters import REJECT
 from pipelines.jobs.wordcount import parse_lines, word_deltas
 from pipelines.kafka_topics import TopicSpec, end_offsets, ensure_topics
+from pipelines.spark_session import local_fs_class
 from pipelines.streams.metrics import checkpoint_offsets
 from pipelines.streams.results import latest_rows
 
@@ -211,16 +212,12 @@ def check_results(spark: SparkSession, results_table: str, bootstrap: str, topic
     return CorrectnessCheck(int(row.expected_keys), int(row.result_keys), int(row.mismatched or 0))
 
 
-def _local_fs_class(spark: SparkSession) -> str:
-    return str(spark.sparkContext.getConf().get("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem"))
-
-
 def machine(spark: SparkSession | None = None) -> dict[str, Any]:
     """The machine and its load while the benchmark ran (it is shared: say so in results), and
     with `spark`, the master both systems ran on (local[*] or a cluster's URL) and the class that
     opened local files (esp's java.nio one, or Hadoop's: `spark.nio_local_fs`)."""
     load1, load5, load15 = os.getloadavg()
-    where = {} if spark is None else {"spark_master": spark.sparkContext.master, "local_fs": _local_fs_class(spark)}
+    where = {} if spark is None else {"spark_master": spark.sparkContext.master, "local_fs": local_fs_class(spark)}
     return where | {
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -70,6 +70,9 @@ NIO_LOCAL_FS_CLASSES = {
 }
 """Hadoop's two local file system APIs (FileSystem; FileContext, which Spark's checkpoint logs use)."""
 
+HADOOP_LOCAL_FS = "org.apache.hadoop.fs.LocalFileSystem"
+"""Hadoop's default class for `file:` paths (FileSystem API)."""
+
 
 def nio_local_fs_conf(jars: list[Path]) -> dict[str, str]:
     """Spark conf that opens `file:` paths with esp's java.nio local file system (infra/jvm/local-fs).
@@ -78,12 +81,21 @@ def nio_local_fs_conf(jars: list[Path]) -> dict[str, str]:
     file and folder it creates and a `readlink` process for every checkpoint log it renames, ~5 ms
     each. The jar goes on the JVMs' class path, not `spark.jars`: Hadoop may look the class up with a
     class loader that never saw `spark.jars` (a Configuration made before they were added)."""
-    classpath = ":".join(str(j) for j in jars)
-    conf = {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
-    return conf | {f"spark.hadoop.{key}": value for key, value in NIO_LOCAL_FS_CLASSES.items()}
+    return class_path_conf(jars) | {f"spark.hadoop.{key}": value for key, value in NIO_LOCAL_FS_CLASSES.items()}
+
+
+def local_fs_class(spark: SparkSession) -> str:
+    """The class the session opens `file:` paths with: esp's java.nio one, or Hadoop's own."""
+    return str(spark.sparkContext.getConf().get("spark.hadoop.fs.file.impl", HADOOP_LOCAL_FS))
 
 
 _CLASS_PATHS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+
+
+def class_path_conf(jars: list[Path]) -> dict[str, str]:
+    """`jars` on the driver's and the executors' JVM class path."""
+    classpath = ":".join(str(j) for j in jars)
+    return dict.fromkeys(_CLASS_PATHS, classpath)
 
 
 def merged_conf(*confs: dict[str, str]) -> dict[str, str]:
@@ -101,8 +113,7 @@ def object_store_conf(access: ObjectStoreAccess, jars: list[Path]) -> dict[str, 
     path (local paths, not `spark.jars`: the SDK bundle is ~650 MB, not to be copied per executor),
     the connector's `fs.s3a.*` settings, and the AWS variables the executors' Python workers (the
     state layer) read, so they reach the store Spark reaches."""
-    classpath = ":".join(str(j) for j in jars)
-    conf = {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath}
+    conf = class_path_conf(jars)
     conf |= {f"spark.hadoop.{key}": value for key, value in access.hadoop_conf().items()}
     conf |= {f"spark.executorEnv.{name}": value for name, value in access.environment().items()}
     return conf

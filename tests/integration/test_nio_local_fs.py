@@ -52,8 +52,8 @@ def test_permissions_are_set_as_asked(spark, tmp_path, mode):
     _local_fs(spark).mkdirs(_path(spark, folder), _permission(spark, 0o755))
     file = folder / "file"
     file.touch()
-    _local_fs(spark).setPermission(_path(spark, file if mode < 0o1000 else folder), _permission(spark, mode))
     target = file if mode < 0o1000 else folder  # the sticky bit: a folder's, set by Hadoop's own way
+    _local_fs(spark).setPermission(_path(spark, target), _permission(spark, mode))
     assert target.stat().st_mode & 0o7777 == mode
 
 
