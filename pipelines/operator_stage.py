@@ -3,7 +3,7 @@
 Plan of one micro-batch, beside the counting stage's (`pipelines.elastic_stage`):
 
     good rows (user columns) ──xxhash64(key) in the JVM──► route by the layout (same CASE,
-        same placement labels) ──repartition(N, label)──► task p = channel channels[p]:
+        same placement labels) ──repartition(N, label)──► task p = channel order[p]:
         ChannelRunner(operator, channel store of bytes).run(batch, rows, watermark, time)
         ──► output rows + rejected rows (one Arrow stream, told apart by `REASON_COLUMN`)
 
@@ -34,7 +34,16 @@ from elasticity.layout import Layout
 from elasticity.operators import ChannelRunner, KeyedOperator
 from elasticity.operators.types import HASH_COLUMN, REJECT_REASON_COLUMN
 from elasticity.state import StateStore
-from pipelines.elastic_stage import StageSpec, probe_rows, route, state_bytes, warm_worker, worker_stores
+from pipelines.elastic_stage import (
+    StageSpec,
+    ordered_placement,
+    probe_rows,
+    route,
+    state_bytes,
+    task_order,
+    warm_worker,
+    worker_stores,
+)
 from pipelines.streams.executors import worker_executor_id
 from pipelines.streams.metrics import ChannelMetrics, RebuildReport
 from pipelines.streams.names import FIRST_STAGE
@@ -102,11 +111,12 @@ def run_operator_stage(
     """The stage's output rows for one batch (outputs and rejected rows: `output_rows`, `rejected_rows`);
     computing them adds each task's `ChannelMetrics` to `reports`. `weight_column`: how many input
     records a row stands for (None: one)."""
-    routed = route(rows, layout, labels).repartition(layout.n_channels, "label")
+    order = task_order(layout, previous_channels)
+    routed = route(rows, layout, ordered_placement(layout, labels, order)).repartition(layout.n_channels, "label")
     timezone = routed.sparkSession.conf.get("spark.sql.session.timeZone")
     input_schema = to_arrow_schema(routed.schema, timezone=timezone)
     task = _operator_task(
-        spec, operator, input_schema, layout.to_json(), previous_channels, batch, reports, weight_column
+        spec, operator, input_schema, layout.to_json(), order, previous_channels, batch, reports, weight_column
     )
     return routed.mapInArrow(task, from_arrow_schema(stage_schema(operator)))
 
@@ -151,6 +161,7 @@ def _operator_task(
     operator: KeyedOperator[Any],
     input_schema: pa.Schema,
     layout_json: str,
+    order: list[int],
     previous_channels: list[int],
     batch: OperatorBatch,
     reports: Accumulator,
@@ -162,10 +173,10 @@ def _operator_task(
         started = time.perf_counter()
         warmup_s = warm_worker()
         layout = Layout.from_json(layout_json)
-        # The task's partition is the channel's dense index only in a task of the stage's own
+        # The task's partition is the channel's place in `order` only in a task of the stage's own
         # shuffle: never compute a stage inside a narrow step of another (a coalesce) that runs
         # several of its partitions in one task (`pipelines.streams.runner` caches each stage first).
-        channel = layout.channels[TaskContext.get().partitionId()]
+        channel = order[TaskContext.get().partitionId()]
         received = list(batches)
         # Even a channel without rows runs: its timers may be due.
         table = _as_small_types(pa.Table.from_batches(received) if received else input_schema.empty_table())

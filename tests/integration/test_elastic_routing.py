@@ -42,6 +42,34 @@ def test_jvm_route_equals_layout_lookup_and_places_each_channel_alone(spark, cha
     assert [by_partition[p] for p in range(layout.n_channels)] == list(layout.channels)
 
 
+@pytest.mark.parametrize("change", ["scale_out", "scale_in"])
+def test_the_task_order_places_new_channels_in_the_first_partitions(spark, change):
+    """Spark starts a stage's tasks in partition order: a channel new in the layout (it rebuilds its
+    state) is placed first, each channel still alone in its partition."""
+    from pyspark.sql import functions as F
+
+    from elasticity.layout import Layout
+    from pipelines.elastic_stage import ordered_placement, placement_labels, route, task_order
+
+    before = Layout.uniform(4)
+    layout = before.scale_out(2) if change == "scale_out" else before.scale_in(1)
+    order = task_order(layout, before.channels)
+    frame = spark.createDataFrame([(f"w{i}",) for i in range(5000)], "key string").selectExpr(
+        "*", "xxhash64(key) AS key_hash"
+    )
+    labels = ordered_placement(layout, placement_labels(layout.n_channels), order)
+    placed = (
+        route(frame, layout, labels)
+        .repartition(layout.n_channels, "label")
+        .select("channel", F.spark_partition_id().alias("p"))
+        .distinct()
+    )
+    by_partition = {r.p: r.channel for r in placed.collect()}
+    assert [by_partition[p] for p in range(layout.n_channels)] == order
+    new = [c for c in layout.channels if c not in before.channels]
+    assert order[: len(new)] == new
+
+
 def _physical_plan(frame) -> str:
     return frame._sc._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "simple")
 
