@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-import time
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -39,9 +38,6 @@ _SIGN = np.uint64(1 << 63)
 _FIRST_ENTRY = b"\x00" * 8
 _PAST_LAST_ENTRY = b"\xff" * 9
 _MAX_HASH = (1 << 63) - 1
-
-_FLUSH_POLL_S = 0.002
-_FLUSH_TIMEOUT_S = 60.0
 
 
 def _prefix(key_hash: int) -> bytes:
@@ -182,46 +178,15 @@ class RocksStore(StateStore):
         raw = self.db.get(_META_KEY)
         return INITIAL_VERSION if raw is None else Version(*_META.unpack(raw))
 
-    def memtable_bytes(self) -> int:
-        """Bytes in the memtables, flushed or not yet (RocksDB's estimate)."""
-        return self.db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
-
-    def flushing(self) -> bool:
-        """Whether a flush of the memtables is queued or running."""
-        return bool(
-            self.db.property_int_value("rocksdb.mem-table-flush-pending")
-            or self.db.property_int_value("rocksdb.num-running-flushes")
-        )
-
-    def flush_in_background(self) -> None:
-        """Start flushing the memtables in RocksDB's thread; returns at once (`wait_for_flush`)."""
-        self.db.flush(False)
-
-    def wait_for_flush(self) -> None:
-        """Return once no flush is queued or running. It sleeps between looks, so the process's
-        other threads run meanwhile (a blocking flush would hold the GIL throughout)."""
-        deadline = time.monotonic() + _FLUSH_TIMEOUT_S
-        while self.flushing() and time.monotonic() < deadline:
-            time.sleep(_FLUSH_POLL_S)
-
-    def _flushed(self) -> Rdict:
-        """The open database with its memtables flushed by RocksDB's thread, for a call that would
-        otherwise flush them itself while holding Python's GIL: rocksdict holds it in every call,
-        so a checkpoint's or a close's own flush stopped the whole worker, its other threads
-        included (~100 ms for a 250k-key memtable, in the rescaling batch's tasks)."""
-        self.flush_in_background()
-        self.wait_for_flush()
-        return self.db
-
     def checkpoint(self, path: str) -> None:
         """A consistent copy of the working set in the new folder `path` (RocksDB's checkpoint:
         the memtable flushed, its files hard-linked), at whatever version it holds then: another
         process may open it as its own working copy (`clone_working_copy`) and `sync()` from there."""
-        Checkpoint(self._flushed()).create_checkpoint(path)
+        Checkpoint(self.db).create_checkpoint(path)
 
     def close(self) -> None:
         if self._db is not None:
-            self._flushed().close()
+            self._db.close()
             self._db = None
 
     def _drop_working_set(self) -> None:
