@@ -31,7 +31,7 @@ def test_new_channels_precede_carried_ones_in_a_permutation(channels: int, added
     after = before.scale_out(added) if added else before.scale_in(min(removed, channels - 1))
     order = task_order(after, before.channels)
     assert sorted(order) == sorted(after.channels)
-    carried = [before.channels.count(c) > 0 for c in order]
+    carried = [c in before.channels for c in order]
     assert carried == sorted(carried)  # every new channel (False) before every carried one
 
 
