@@ -155,9 +155,7 @@ def task_order(layout: Layout, previous_channels: Iterable[int]) -> list[int]:
     and the rescaling batch then waited for it alone. A first layout (no previous channels) keeps
     its own order."""
     previous = set(previous_channels)
-    if not previous:
-        return list(layout.channels)
-    return sorted(layout.channels, key=lambda channel: channel in previous)  # stable
+    return sorted(layout.channels, key=lambda channel: channel in previous)  # stable: no previous, no change
 
 
 def ordered_placement(layout: Layout, labels: list[int], order: list[int]) -> list[int]:
