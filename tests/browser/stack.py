@@ -20,7 +20,15 @@ from orchestration.names import (
     stream_job_name,
 )
 from pipelines.streams.names import checkpoint_path, elastic_path
-from tests.e2e.dagster_ui import LAUNCH, TERMINATE, graphql, launch, running_ui_process, wait_for_status
+from tests.e2e.dagster_ui import (
+    LAUNCH,
+    TERMINATE,
+    graphql,
+    launch,
+    running_ui_process,
+    wait_for_status,
+    wait_for_success,
+)
 from tests.integration.streams import committed_batches, produce
 from tests.waiting import wait_for
 
@@ -94,6 +102,10 @@ class Stack:
 
     def wait_for_status(self, run_id: str, wanted: set[str], timeout_s: float = 180) -> str:
         return wait_for_status(self.port, run_id, wanted, timeout_s)
+
+    def wait_for_success(self, run_id: str, timeout_s: float = 180, name: str = "run") -> None:
+        """Wait for the run to end in success; otherwise fail with its error events."""
+        wait_for_success(self.port, run_id, timeout_s, name)
 
     def sensor_selector(self, name: str) -> dict:
         return {"repositoryLocationName": CODE_LOCATION, "repositoryName": "__repository__", "sensorName": name}

@@ -56,7 +56,7 @@ def scale_from_the_launchpad(page, shoot, stack: Stack) -> None:
     )
     run_id = launch_from_launchpad(page, resize_job_name(STREAM), config)
     with parked(page):
-        assert stack.wait_for_status(run_id, ENDED, timeout_s=SCALED_WITHIN_S) == "SUCCESS"
+        stack.wait_for_success(run_id, timeout_s=SCALED_WITHIN_S, name="newcomer-scale")
     page.goto(f"/assets/{LAYOUT_ASSET}?view=events")
     expect(page.get_by_text("Materialized in run").first).to_be_visible()
     assert metadata_value(page, "channels_after") == str(target)
@@ -74,7 +74,7 @@ def change_the_slo(page, shoot, stack: Stack) -> None:
     )
     run_id = launch_from_launchpad(page, policy_job_name(STREAM), config)
     with parked(page):
-        assert stack.wait_for_status(run_id, ENDED, timeout_s=480) == "SUCCESS"
+        stack.wait_for_success(run_id, timeout_s=480, name="newcomer-slo")
     page.goto(f"/assets/{POLICY_ASSET}?view=events")
     expect(page.get_by_text("Materialized in run").first).to_be_visible()
     assert float(metadata_value(page, "slo_ms").replace(",", "")) == NEW_SLO_S * 1000
@@ -103,7 +103,7 @@ def stop_the_stream(page, shoot, stack: Stack) -> None:
     config = f"ops:\n  stop_{STREAM}_stream:\n    config:\n      note: the newcomer is done\n"
     run_id = launch_from_launchpad(page, stop_job_name(STREAM), config)
     with parked(page):
-        assert stack.wait_for_status(run_id, ENDED, timeout_s=480) == "SUCCESS"
+        stack.wait_for_success(run_id, timeout_s=480, name="newcomer-stop")
         assert stack.wait_for_status(stack.stream_run_id, ENDED, timeout_s=240) == "CANCELED"
     page.goto(f"/locations/esp/jobs/{stream_job_name(STREAM)}/runs")
     expect(page.get_by_text(re.compile("Canceled", re.IGNORECASE)).first).to_be_visible()

@@ -69,8 +69,7 @@ def rescale(page, shoot, stack: Stack, name: str, target: str, dry_run: bool = F
     """One resize run launched from the launchpad, completed; the committed layout's channels after it."""
     run_id = launch_from_launchpad(page, RESIZE_JOB, resize_yaml(target, dry_run))
     with parked(page):
-        status = stack.wait_for_status(run_id, ENDED, timeout_s=480)
-    assert status == "SUCCESS", f"{name}: run {run_id} ended {status}"
+        stack.wait_for_success(run_id, timeout_s=480, name=name)
     expect(page.get_by_text("Success", exact=True).first).to_be_visible()
     shoot(name)
     return stack.committed_channels()

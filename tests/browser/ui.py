@@ -130,15 +130,40 @@ def launch_from_launchpad(page: Page, job: str, run_config_yaml: str) -> str:
     editor = page.locator(".CodeMirror").first
     editor.wait_for()
     page.get_by_text("No errors").wait_for()  # the config schema is loaded: the editor validates
-    editor.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.insert_text(run_config_yaml)  # inserted whole: no auto-indent on typed newlines
-    page.get_by_text("No errors").wait_for()
+    _replace_config(page, editor, run_config_yaml)
     page.get_by_role("button", name="Launch Run").click()
     page.wait_for_url(RUN_URL)
     match = RUN_URL.match(page.url)
     assert match is not None, page.url
     return match["run_id"]
+
+
+CONFIG_ATTEMPTS = 3
+CONFIG_SETTLE_MS = 2_000
+EDITOR_TEXT = "() => document.querySelector('.CodeMirror').CodeMirror.getValue()"
+
+
+def _replace_config(page: Page, editor: Locator, run_config_yaml: str) -> None:
+    """Replace the editor's text with `run_config_yaml` and see that it stays.
+
+    On the first visit to a job's launchpad Dagster writes the scaffolded default config into the
+    editor once the config schema has loaded. When that landed after the paste, the paste was
+    overwritten and a default config launched (CI: a resize run with `{op: scale_to}` and no
+    channels). So, as a user would, it waits for the editor to show a config before replacing it
+    (esp's jobs all have defaults to scaffold), then reads the text back after a pause and writes
+    it again if it changed."""
+    page.wait_for_function(f"() => ({EDITOR_TEXT})().trim().length > 0")
+    for attempt in range(1, CONFIG_ATTEMPTS + 1):
+        editor.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.insert_text(run_config_yaml)  # inserted whole: no auto-indent on typed newlines
+        page.get_by_text("No errors").wait_for()
+        page.wait_for_timeout(CONFIG_SETTLE_MS)
+        held = page.evaluate(EDITOR_TEXT)
+        if held.strip() == run_config_yaml.strip():
+            return
+        print(f"launchpad: attempt {attempt}: the editor held another config:\n{held}")
+    raise AssertionError(f"the launchpad's editor did not keep the config:\n{held}")
 
 
 SWITCH_ATTEMPTS = 3

@@ -120,3 +120,27 @@ def wait_for_status(port: int, run_id: str, wanted: set[str], timeout_s: float =
         time.sleep(1)
         status = run_status(port, run_id)
     return status
+
+
+RUN_ERRORS = """query($id: ID!) { logsForRun(runId: $id) { __typename ... on EventConnection { events {
+  __typename ... on MessageEvent { message level } ... on ErrorEvent { error { message } } } } } }"""
+
+
+def run_errors(port: int, run_id: str) -> list[str]:
+    """The run's error-level events, each as "EventType: message: error" (what the run page shows in red)."""
+    logs = graphql(port, RUN_ERRORS, {"id": run_id})["logsForRun"]
+    lines = []
+    for event in logs.get("events", []):
+        error = (event.get("error") or {}).get("message", "")
+        if event.get("level") == "ERROR" or error:
+            lines.append(f"{event['__typename']}: {event.get('message', '')}: {error}".strip(": "))
+    return lines
+
+
+def wait_for_success(port: int, run_id: str, timeout_s: float = 180, name: str = "run") -> None:
+    """Wait for the run to end; if it did not succeed, fail naming why, from the run's own error events
+    (a bare "ended FAILURE" left a CI failure without a cause)."""
+    status = wait_for_status(port, run_id, {"SUCCESS", "FAILURE", "CANCELED"}, timeout_s)
+    if status != "SUCCESS":
+        errors = "\n".join(run_errors(port, run_id)) or "(no error events)"
+        raise AssertionError(f"{name}: run {run_id} ended {status}:\n{errors}")

@@ -35,7 +35,7 @@ from orchestration.names import (
     stream_job_name,
 )
 from tests.conftest import REPO_ROOT, free_port
-from tests.e2e.dagster_ui import graphql, wait_for_status
+from tests.e2e.dagster_ui import graphql, run_errors, wait_for_status
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -291,6 +291,8 @@ def test_a_failed_resize_run_raises_an_alert(room):
 
     run_id = room.runs["resize"]
     assert wait_for_status(room.port, run_id, {"SUCCESS", "FAILURE"}, RUN_TIMEOUT_S) == "FAILURE"
+    # What a test that expected success would print: the run's own error events name the cause.
+    assert any("no committed layout" in line for line in run_errors(room.port, run_id)), run_errors(room.port, run_id)
     alert = wait_until(
         lambda: next((a for a in read_alerts(room.settings.run_dir) if a.run_id == run_id), None), "the alert"
     )
