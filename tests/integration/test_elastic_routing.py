@@ -42,43 +42,6 @@ def test_jvm_route_equals_layout_lookup_and_places_each_channel_alone(spark, cha
     assert [by_partition[p] for p in range(layout.n_channels)] == list(layout.channels)
 
 
-def test_jvm_route_equals_layout_lookup_at_the_arcs_bounds(spark):
-    """Hashes on, just below and just above every arc bound, and the ends of the hash space."""
-    from elasticity.layout import Layout
-    from pipelines.elastic_stage import placement_labels, route
-
-    layout = Layout.uniform(5).split(3, 0.3)
-    hashes = [-(1 << 63), (1 << 63) - 1]
-    hashes += [int(b) + d for b in layout.bounds for d in (-1, 0, 1) if int(b) + d < (1 << 63)]
-    frame = spark.createDataFrame([(h,) for h in hashes], "key_hash long")
-    got = {r.key_hash: r.channel for r in route(frame, layout, placement_labels(layout.n_channels)).collect()}
-    assert [got[h] for h in hashes] == layout.lookup(np.array(hashes, dtype=np.int64)).tolist()
-
-
-def test_routing_a_new_layout_compiles_no_new_code(spark):
-    """A rescale's first batch routes with the code Spark generated for the layout before: the
-    routing holds the layout in array literals, which generated code references rather than
-    inlines (a CASE over the bounds compiled 3 classes, 40-83 ms, per new layout). Layouts of one
-    channel count here: a new count also compiles the shuffle's partition-id projection (Spark
-    inlines the partition count), which no routing can avoid."""
-    from elasticity.layout import Layout
-    from pipelines.elastic_stage import placement_labels, route
-
-    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
-    frame = spark.range(2000).selectExpr("CAST(id AS STRING) AS key", "xxhash64(CAST(id AS STRING)) AS key_hash")
-
-    def one_batch(layout: Layout) -> None:
-        n = layout.n_channels
-        route(frame, layout, placement_labels(n)).repartition(n, "label").groupBy("channel").count().collect()
-
-    one_batch(Layout.uniform(4))  # the shape's code, compiled once
-    before = compilations.getCount()
-    for layout in (Layout.uniform(4, tokens_per_channel=t) for t in (7, 11, 15)):
-        one_batch(layout)
-    one_batch(Layout.uniform(5).merge(4))  # another ring of 4 channels, from a merge
-    assert compilations.getCount() == before
-
-
 @pytest.mark.parametrize("change", ["scale_out", "scale_in"])
 def test_the_task_order_places_new_channels_in_the_first_partitions(spark, change):
     """Spark starts a stage's tasks in partition order: a channel new in the layout (it rebuilds its
