@@ -292,7 +292,8 @@ def test_a_failed_resize_run_raises_an_alert(room):
     run_id = room.runs["resize"]
     assert wait_for_status(room.port, run_id, {"SUCCESS", "FAILURE"}, RUN_TIMEOUT_S) == "FAILURE"
     # What a test that expected success would print: the run's own error events name the cause.
-    assert any("no committed layout" in line for line in run_errors(room.port, run_id)), run_errors(room.port, run_id)
+    errors = run_errors(room.port, run_id)
+    assert any("no committed layout" in line for line in errors), errors
     alert = wait_until(
         lambda: next((a for a in read_alerts(room.settings.run_dir) if a.run_id == run_id), None), "the alert"
     )
