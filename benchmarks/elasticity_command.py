@@ -44,6 +44,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from benchmarks.scratch_topics import topics_deleted_after
 from benchmarks.stream_process import start_stream_process, stop_stream_process, stream_settings_file
 from orchestration.cli.common import ConfigOption, friendly_errors
 from pipelines.settings import KafkaConnection
@@ -342,9 +343,10 @@ def elasticity_command(
     runs = []
     with friendly_errors():  # e.g. no broker at the configured address: one line, not a trace
         settings = load_settings(config)
-        for repetition in range(repetitions):
-            console.rule(f"run {repetition + 1} of {repetitions}")
-            runs.append(run_benchmark(settings, options, console))
+        with topics_deleted_after(settings.kafka.connection):
+            for repetition in range(repetitions):
+                console.rule(f"run {repetition + 1} of {repetitions}")
+                runs.append(run_benchmark(settings, options, console))
     figures, run = _with_repetitions(runs)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(figures, indent=2, default=str))

@@ -29,6 +29,7 @@ from rich.table import Table
 
 from benchmarks.multistage import DOWNSTREAM, FIRST, MultistageOptions, PolicyRun, run_policy
 from benchmarks.repeats import spread
+from benchmarks.scratch_topics import topics_deleted_after
 from orchestration.cli.common import ConfigOption, friendly_errors
 
 POLICIES = ("as-stream", "reactive", "together")
@@ -87,13 +88,16 @@ def multistage_command(
         return
     with friendly_errors():
         settings = load_settings(config)
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as progress:
+        with (
+            topics_deleted_after(settings.kafka.connection),
+            Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            ) as progress,
+        ):
             for repetition in range(repetitions):
                 for policy in chosen:
                     task = progress.add_task(f"run {repetition + 1}/{repetitions}: {policy}", total=int(duration))

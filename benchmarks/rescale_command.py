@@ -29,10 +29,14 @@ MOVED_OVER_IDEAL_TARGET = 1.15
 
 @contextmanager
 def bench_broker(settings, bootstrap: str | None) -> Iterator[str]:
-    """The broker to benchmark against: `bootstrap` if given, else a private KRaft broker on
-    free ports in a temporary folder (so a benchmark never touches anyone's topics)."""
+    """The broker to benchmark against: `bootstrap` if given (the topics the run makes there are
+    deleted at its end, `benchmarks.scratch_topics`), else a private KRaft broker on free ports in a
+    temporary folder (so a benchmark never touches anyone's topics)."""
     if bootstrap:
-        yield bootstrap
+        from benchmarks.scratch_topics import topics_deleted_after
+
+        with topics_deleted_after(bootstrap):
+            yield bootstrap
         return
     from orchestration.stack.jvm import ensure_jars
     from orchestration.stack.kafka_broker import KafkaBroker

@@ -111,6 +111,18 @@ def ensure_topics(bootstrap_servers: KafkaConnection | str, specs: list[TopicSpe
     return [s.name for s in missing]
 
 
+def delete_topics(bootstrap_servers: KafkaConnection | str, names: list[str], timeout_s: float = 30.0) -> None:
+    """Delete the named topics (a name already gone is fine), waiting up to `timeout_s` for the broker."""
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    with admin_client(bootstrap_servers) as admin:
+        for name in names:
+            try:
+                admin.delete_topics([name], timeout_ms=int(timeout_s * 1000))
+            except UnknownTopicOrPartitionError:
+                continue
+
+
 def require_topics(bootstrap_servers: KafkaConnection | str, names: list[str]) -> dict[str, int]:
     """Partition counts of the named topics, or UnknownTopicError listing the missing ones."""
     existing = topic_partition_counts(bootstrap_servers)
