@@ -58,7 +58,7 @@ def status_command(
     config: ConfigOption = None,
 ) -> None:
     """Every stream's channels, input and processed rates, lag, p99 vs SLO, and the elasticity
-    sensor's last decision with its reason; refreshed live until Ctrl-C."""
+    sensor's last decision with its reason; refreshed live until Ctrl-C (printed once into a pipe or file)."""
     from rich.live import Live
 
     from orchestration.elasticity.status import render_status
@@ -67,7 +67,8 @@ def status_command(
     with friendly_errors():
         settings = load_settings(config)
         previous: dict[str, OffsetSample | None] = {}
-        if once:
+        # A live view redraws in place; into a pipe or a file it would print nothing until Ctrl-C.
+        if once or not console.is_terminal:
             console.print(render_status(_read_all(settings, stream, previous)))
             return
         with Live(render_status(_read_all(settings, stream, previous)), console=console, screen=False) as live:

@@ -98,3 +98,21 @@ def test_a_multi_stage_streams_later_stages_show_their_own_channels(tmp_path):
     assert [(s.stage, s.channels, s.epoch) for s in later] == [("pages", 5, 0), ("never_started", None, None)]
     text = _text(render_status([StreamStatus("paged", 5000, channels=2, epoch=1, later_stages=later)], NOW))
     assert "2 (e1)" in text and "pages: 5 (e0)" in text and "never_started: –" in text
+
+
+def test_into_a_pipe_the_table_is_printed_once_not_redrawn_live(monkeypatch):
+    from typer.testing import CliRunner
+
+    from orchestration.cli import status as status_cli
+    from orchestration.cli.main import app
+
+    reads = []
+    monkeypatch.setattr(status_cli, "_read_all", lambda *args: reads.append(args) or [])
+
+    def no_refresh(seconds):
+        raise AssertionError("a live view into a pipe shows nothing until Ctrl-C")
+
+    monkeypatch.setattr(status_cli.time, "sleep", no_refresh)
+    result = CliRunner().invoke(app, ["status"])
+    assert result.exit_code == 0, result.output
+    assert len(reads) == 1
